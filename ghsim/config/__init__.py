@@ -1,0 +1,25 @@
+"""Configuration: YAML schemas, loading, name resolution, overrides and the parallel layout."""
+
+from ghsim.config.api import (
+    Scenario,
+    load_file,
+    load_hardware,
+    load_model,
+    load_scenario,
+    load_system,
+    load_validation_points,
+    scenario_from_spec,
+)
+from ghsim.config.layout import Layout
+
+__all__ = [
+    "Layout",
+    "Scenario",
+    "load_file",
+    "load_hardware",
+    "load_model",
+    "load_scenario",
+    "load_system",
+    "load_validation_points",
+    "scenario_from_spec",
+]

@@ -1,0 +1,106 @@
+"""The public loading functions: a name or path in, a validated spec out."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from ghsim.config.cursor import format_path
+from ghsim.config.layout import Layout, LayoutProblem, derive_layout
+from ghsim.config.loader import load_tree
+from ghsim.config.schema import (
+    DocumentSpec,
+    HardwareSpec,
+    ModelSpec,
+    ParallelismSpec,
+    ScenarioSpec,
+    SystemSpec,
+    ValidationPointsSpec,
+)
+from ghsim.config.search import locate_any
+from ghsim.errors import ConfigError, LayoutError, OverrideError
+
+SpecT = TypeVar("SpecT", bound=DocumentSpec)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario with its layout derived (``spec.parallelism.dp`` is filled in)."""
+
+    spec: ScenarioSpec
+    layout: Layout
+    source: str
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name or Path(self.source).stem
+
+    def digest(self) -> str:
+        """SHA-256 of the resolved scenario: equal digests simulate identically."""
+        return hashlib.sha256(self.spec.model_dump_json().encode()).hexdigest()
+
+
+def _load(kind: str, reference: str | Path, overrides: Sequence[str], want: type[SpecT]) -> SpecT:
+    spec, _ = load_tree(reference, kind, overrides)
+    assert isinstance(spec, want)
+    return spec
+
+
+def load_hardware(reference: str | Path, overrides: Sequence[str] = ()) -> HardwareSpec:
+    """Load a ``kind: hardware`` file by name (``gh200-96gb``) or path."""
+    return _load("hardware", reference, overrides, HardwareSpec)
+
+
+def load_system(reference: str | Path, overrides: Sequence[str] = ()) -> SystemSpec:
+    """Load a ``kind: system`` file by name (``dgx-h100``) or path."""
+    return _load("system", reference, overrides, SystemSpec)
+
+
+def load_model(reference: str | Path, overrides: Sequence[str] = ()) -> ModelSpec:
+    """Load a ``kind: model`` file by name (``llama3-70b``) or path."""
+    return _load("model", reference, overrides, ModelSpec)
+
+
+def load_validation_points(reference: str | Path) -> ValidationPointsSpec:
+    """Load a ``kind: validation_points`` file."""
+    return _load("validation_points", reference, (), ValidationPointsSpec)
+
+
+def scenario_from_spec(
+    spec: ScenarioSpec, source: str, overrides: Sequence[str] = ()
+) -> Scenario:
+    """Derive the layout of a validated scenario spec; raises :class:`LayoutError`."""
+    try:
+        layout = derive_layout(spec)
+    except LayoutProblem as problem:
+        where = format_path(problem.path)
+        for text in reversed(overrides):
+            if text.partition("=")[0].strip() == where:
+                raise OverrideError(f"--set {text}", where, problem.message) from None
+        raise LayoutError(source, where, problem.message) from None
+    parallelism = ParallelismSpec.model_validate(
+        {**spec.parallelism.model_dump(), "dp": layout.dp, "vp": layout.vp}
+    )
+    resolved = spec.model_copy(update={"parallelism": parallelism})
+    return Scenario(resolved, layout, source, tuple(overrides))
+
+
+def load_scenario(reference: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Load a ``kind: scenario`` file by name or path, apply ``KEY.PATH=VALUE`` overrides,
+    validate it and derive its parallel layout."""
+    spec, path = load_tree(reference, "scenario", overrides)
+    assert isinstance(spec, ScenarioSpec)
+    return scenario_from_spec(spec, str(path), overrides)
+
+
+def load_file(reference: str | Path, overrides: Sequence[str] = ()) -> DocumentSpec:
+    """Load a file of any kind, given by path or by name."""
+    path = locate_any(str(reference))
+    if path is None:
+        raise ConfigError(str(reference), "", "no such file, and no config of that name")
+    spec, _ = load_tree(path, None, overrides)
+    return spec

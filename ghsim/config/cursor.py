@@ -1,0 +1,96 @@
+"""Walking a spec class along a key path: which keys are allowed there, and which are references.
+
+Used by the loader to resolve names and overrides before validation, and by the error formatter
+to suggest the key the user meant.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel
+
+from ghsim.config.schema.refs import ref_kind
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What may stand at one key path: a type, and the file kind if it is a reference."""
+
+    annotation: Any
+    ref: str | None = None
+
+    @property
+    def model(self) -> type[BaseModel] | None:
+        """The spec class at this slot, if it holds a mapping of fixed keys."""
+        return _model_of(self.annotation)
+
+    def keys(self) -> list[str]:
+        """The keys a mapping here may have (empty when it is not a fixed-key mapping)."""
+        model = self.model
+        return list(model.model_fields) if model is not None else []
+
+
+def _strip(annotation: Any) -> Any:
+    """Drop ``Annotated`` and ``X | None`` wrappers."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, types.UnionType):
+            members = [arg for arg in get_args(annotation) if arg is not type(None)]
+            if len(members) != 1:
+                return annotation
+            annotation = members[0]
+        else:
+            return annotation
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    bare = _strip(annotation)
+    if isinstance(bare, type) and issubclass(bare, BaseModel):
+        return bare
+    return None
+
+
+def child(slot: Slot, key: str | int) -> Slot | None:
+    """The slot under ``key``, or None if the schema has no such key there."""
+    model = slot.model
+    if model is not None:
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            return None
+        return Slot(field.annotation, ref_kind(field.metadata))
+    bare = _strip(slot.annotation)
+    origin = get_origin(bare)
+    args = get_args(bare)
+    if origin is list and isinstance(key, int):
+        return Slot(args[0])
+    if origin is dict and isinstance(key, str):
+        return Slot(args[1])
+    return None
+
+
+def slot_at(root: type[BaseModel], path: KeyPath) -> Slot | None:
+    """The slot at ``path`` under ``root``, or None if the path leaves the schema."""
+    slot: Slot | None = Slot(root)
+    for key in path:
+        if slot is None:
+            return None
+        slot = child(slot, key)
+    return slot
+
+
+def format_path(path: KeyPath) -> str:
+    """``('points', 3, 'scenario', 'tp')`` as ``points[3].scenario.tp``."""
+    text = ""
+    for key in path:
+        if isinstance(key, int):
+            text += f"[{key}]"
+        else:
+            text += f".{key}" if text else key
+    return text

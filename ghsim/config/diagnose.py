@@ -1,0 +1,91 @@
+"""Turning a pydantic validation error into the one line a user reads.
+
+Each message says what was expected and what was found, in the file's own terms (``a number
+> 0``, ``one of bf16, fp16``), and an unknown key gets the closest known key as a suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import BaseModel
+
+from ghsim.config.cursor import KeyPath, slot_at
+
+_TYPE_WORDS = {
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping of keys to values",
+    "model_type": "a mapping of keys to values",
+    "model_attributes_type": "a mapping of keys to values",
+}
+
+
+def show_value(value: Any) -> str:
+    """A short rendering of a value the user gave."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "nothing (null)"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def suggest_key(root: type[BaseModel], parent: KeyPath, key: str) -> str:
+    """``unknown key 'tpp' (did you mean 'tp'?)`` with the keys allowed at ``parent``."""
+    slot = slot_at(root, parent)
+    allowed = slot.keys() if slot is not None else []
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key {key!r} (did you mean {close[0]!r}?)"
+    if allowed:
+        return f"unknown key {key!r}; expected one of: {', '.join(allowed)}"
+    return f"unknown key {key!r}"
+
+
+def describe(error: dict[str, Any], root: type[BaseModel]) -> str:
+    """The message for one pydantic error (without its location)."""
+    kind = error["type"]
+    given = error.get("input")
+    ctx = error.get("ctx") or {}
+    loc: KeyPath = tuple(error["loc"])
+    if kind == "extra_forbidden":
+        return suggest_key(root, loc[:-1], str(loc[-1]))
+    if kind == "missing":
+        return "required key is missing"
+    if kind in _TYPE_WORDS:
+        return f"expected {_TYPE_WORDS[kind]}, got {show_value(given)}"
+    if kind == "finite_number":
+        return f"expected a finite number, got {show_value(given)}"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
+              "less_than_equal": "<="}[kind]
+        bound = next(iter(ctx.values()))
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"expected a number {op} {bound}, got {show_value(given)}"
+    if kind == "literal_error" and loc and loc[-1] == "[key]":
+        expected = str(ctx.get("expected", "")).replace("'", "")
+        return f"unknown key {show_value(given)}; expected one of {expected}"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace("'", "")
+        return f"expected one of {expected}, got {show_value(given)}"
+    if kind in ("too_short", "too_long"):
+        return f"expected {error['msg'].lower()}"
+    if kind == "string_too_short":
+        return "expected a non-empty string"
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
+    return f"{error['msg'][0].lower()}{error['msg'][1:]}, got {show_value(given)}"

@@ -1,0 +1,151 @@
+"""The parallel layout of a scenario: how tp x pp x cp x dp GPUs and the batch are laid out.
+
+:func:`derive_layout` checks that the layout can be laid on the scenario's GPUs and model, the
+way Megatron-LM checks it at start-up, and derives the numbers every later stage needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ghsim.config.cursor import KeyPath
+from ghsim.config.schema import ScenarioSpec
+
+
+class LayoutProblem(Exception):
+    """A layout that cannot work, at a key path of the scenario."""
+
+    def __init__(self, path: KeyPath, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Derived sizes of one scenario's parallel layout."""
+
+    tp: int
+    pp: int
+    cp: int
+    dp: int
+    vp: int
+    num_gpus: int
+    gpus_per_node: int
+    num_nodes: int
+    gpus_per_domain: int
+    num_domains: int
+    micro_batches: int
+    """Micro-batches per replica per optimizer step."""
+    tokens_per_step: int
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs holding one replica: tp x pp x cp."""
+        return self.tp * self.pp * self.cp
+
+
+def _nodes(spec: ScenarioSpec) -> tuple[int, int]:
+    """Nodes used and GPUs per node, checking that the scenario uses whole nodes."""
+    per_node = spec.system.node.gpus
+    n = spec.num_gpus
+    if n < per_node:
+        if per_node % n:
+            raise LayoutProblem(
+                ("num_gpus",), f"expected a divisor or a multiple of {per_node} (GPUs per "
+                f"{spec.system.name} node), got {n}"
+            )
+        return 1, n
+    if n % per_node:
+        raise LayoutProblem(
+            ("num_gpus",),
+            f"expected whole nodes: a multiple of {per_node} GPUs per {spec.system.name} node, "
+            f"got {n}",
+        )
+    nodes = n // per_node
+    domain_gpus = spec.system.gpus_per_domain
+    if spec.system.fabric is None and n > domain_gpus:
+        raise LayoutProblem(
+            ("num_gpus",),
+            f"system {spec.system.name} has no scale-out fabric: at most {domain_gpus} GPUs, got {n}",
+        )
+    if spec.system.max_nodes is not None and nodes > spec.system.max_nodes:
+        raise LayoutProblem(
+            ("num_gpus",),
+            f"system {spec.system.name} has at most {spec.system.max_nodes} nodes "
+            f"({spec.system.max_nodes * per_node} GPUs), got {n}",
+        )
+    return nodes, per_node
+
+
+def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
+    model, par = spec.model, spec.parallelism
+    tp, pp = par.tp, par.pp
+    if model.heads % tp:
+        raise LayoutProblem(
+            ("parallelism", "tp"), f"expected a divisor of the model's {model.heads} attention "
+            f"heads, got {tp}"
+        )
+    if model.kv_heads % tp and tp % model.kv_heads:
+        raise LayoutProblem(
+            ("parallelism", "tp"), f"expected tp to divide, or be a multiple of, the model's "
+            f"{model.kv_heads} kv_heads, got {tp}"
+        )
+    if model.ffn_hidden % tp:
+        raise LayoutProblem(
+            ("parallelism", "tp"), f"expected a divisor of ffn_hidden {model.ffn_hidden}, got {tp}"
+        )
+    if model.layers % pp:
+        raise LayoutProblem(
+            ("parallelism", "pp"), f"expected a divisor of the model's {model.layers} layers, got {pp}"
+        )
+    if vp > 1 and pp == 1:
+        raise LayoutProblem(("parallelism", "vp"), "expected vp only with pp > 1")
+    if (model.layers // pp) % vp:
+        raise LayoutProblem(
+            ("parallelism", "vp"),
+            f"expected a divisor of the {model.layers // pp} layers per pipeline stage, got {vp}",
+        )
+    cp = par.cp
+    if cp > 1 and spec.training.seq_len % (2 * cp):
+        raise LayoutProblem(
+            ("parallelism", "cp"),
+            f"expected seq_len ({spec.training.seq_len}) divisible by 2 x cp, got cp {cp}",
+        )
+
+
+def derive_layout(spec: ScenarioSpec) -> Layout:
+    """Check the scenario's layout and derive its sizes; raises :class:`LayoutProblem`."""
+    par, training = spec.parallelism, spec.training
+    nodes, per_node = _nodes(spec)
+    model_parallel = par.tp * par.pp * par.cp
+    if spec.num_gpus % model_parallel:
+        raise LayoutProblem(
+            ("num_gpus",),
+            f"expected a multiple of tp x pp x cp = {par.tp} x {par.pp} x {par.cp} = "
+            f"{model_parallel}, got {spec.num_gpus}",
+        )
+    dp = spec.num_gpus // model_parallel
+    if par.dp is not None and par.dp != dp:
+        raise LayoutProblem(
+            ("parallelism", "dp"),
+            f"expected num_gpus / (tp x pp x cp) = {spec.num_gpus} / {model_parallel} = {dp}, "
+            f"got {par.dp}",
+        )
+    vp = par.vp or 1
+    _check_model_split(spec, vp)
+    per_step = training.micro_batch * dp
+    if training.global_batch % per_step:
+        raise LayoutProblem(
+            ("training", "global_batch"),
+            f"expected a multiple of micro_batch x dp = {training.micro_batch} x {dp} = "
+            f"{per_step}, got {training.global_batch}",
+        )
+    domain = min(spec.system.gpus_per_domain, spec.num_gpus)
+    return Layout(
+        tp=par.tp, pp=par.pp, cp=par.cp, dp=dp, vp=vp,
+        num_gpus=spec.num_gpus, gpus_per_node=per_node, num_nodes=nodes,
+        gpus_per_domain=domain, num_domains=-(-spec.num_gpus // domain),
+        micro_batches=training.global_batch // per_step,
+        tokens_per_step=training.global_batch * training.seq_len,
+    )

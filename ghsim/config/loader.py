@@ -1,0 +1,192 @@
+"""Loading a YAML file of any kind into a validated spec.
+
+The steps: read the file (one mapping), check its header (``schema_version``, ``kind``), apply
+the ``--set`` overrides, replace every name that refers to another file by that file's mapping,
+then validate the whole tree at once. Every part of the tree remembers where it came from, so an
+error names the file (or override) the user must fix and the key path inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ghsim.config.cursor import KeyPath, Slot, child, format_path, slot_at
+from ghsim.config.diagnose import describe, show_value
+from ghsim.config.overrides import Override, container_at, parse_override
+from ghsim.config.schema import SCHEMA_VERSION, SPEC_BY_KIND, DocumentSpec
+from ghsim.config.search import find_named, find_path, is_path_like, not_found_message
+from ghsim.config.yamlio import read_mapping
+from ghsim.errors import ConfigError, InputError, OverrideError
+
+_ALL_KINDS = ("hardware", "system", "model", "scenario", "sweep", "validation_points")
+
+
+def read_document(path: Path, expected_kind: str | None) -> dict[str, Any]:
+    """Read a top-level file and check its ``schema_version`` and ``kind``."""
+    document = read_mapping(path)
+    source = str(path)
+    version = document.get("schema_version")
+    if "schema_version" not in document:
+        raise ConfigError(source, "schema_version", f"required key is missing; expected {SCHEMA_VERSION}")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise ConfigError(source, "schema_version", f"expected {SCHEMA_VERSION}, got {show_value(version)}")
+    kind = document.get("kind")
+    if "kind" not in document:
+        want = expected_kind or " | ".join(_ALL_KINDS)
+        raise ConfigError(source, "kind", f"required key is missing; expected {want}")
+    if kind not in _ALL_KINDS:
+        raise ConfigError(source, "kind", f"expected one of {', '.join(_ALL_KINDS)}, got {show_value(kind)}")
+    if expected_kind is not None and kind != expected_kind:
+        raise ConfigError(source, "kind", f"expected a {expected_kind} file, got kind {kind!r}")
+    return document
+
+
+def locate(kind: str, reference: str | Path, near: Path | None, source: str, key: str) -> Path:
+    """The file a reference names, or a :class:`ConfigError` at ``source``/``key``."""
+    text = str(reference)
+    found = find_path(text, near) if isinstance(reference, Path) or is_path_like(text) else None
+    if found is None and not is_path_like(text):
+        found = find_named(kind, text, near)
+    if found is None:
+        raise ConfigError(source, key, not_found_message(kind, text, near))
+    return found
+
+
+class _Tree:
+    """A document being assembled from files and overrides, with the origin of each part."""
+
+    def __init__(self, root: type[DocumentSpec], data: dict[str, Any], path: Path) -> None:
+        self.root = root
+        self.data = data
+        self.files: list[tuple[KeyPath, Path]] = [((), path)]
+        self.overrides: list[tuple[KeyPath, str]] = []
+        self.loading: list[Path] = [path.resolve()]
+
+    # -- origins -----------------------------------------------------------------------------
+
+    def file_at(self, path: KeyPath) -> tuple[KeyPath, Path]:
+        """The file that the value at ``path`` was read from, and where it sits in the tree."""
+        return max(
+            ((p, f) for p, f in self.files if path[: len(p)] == p), key=lambda item: len(item[0])
+        )
+
+    def error(self, path: KeyPath, message: str) -> InputError:
+        """An error at ``path`` attributed to the file or override that put it there."""
+        prefix, file = self.file_at(path)
+        for where, label in reversed(self.overrides):
+            if path[: len(where)] == where and (len(where) > len(prefix) or where == path):
+                return OverrideError(label, format_path(path), message)
+        return ConfigError(str(file), format_path(path[len(prefix):]), message)
+
+    # -- references --------------------------------------------------------------------------
+
+    def load_reference(self, kind: str, reference: str, path: KeyPath) -> dict[str, Any]:
+        """Read the file that ``reference`` at ``path`` names, and resolve the references in it."""
+        _, holder = self.file_at(path)
+        try:
+            target = locate(kind, reference, holder.parent, "", "")
+        except ConfigError as exc:
+            raise self.error(path, exc.message) from None
+        if target.resolve() in self.loading:
+            raise self.error(path, f"reference cycle: {reference!r} refers back to itself")
+        document = read_document(target, kind)
+        self.files.append((path, target))
+        self.loading.append(target.resolve())
+        slot = slot_at(self.root, path)
+        assert slot is not None  # only called for schema slots
+        self.resolve(document, Slot(slot.annotation), path)
+        self.loading.pop()
+        return document
+
+    def resolve(self, node: Any, slot: Slot, path: KeyPath) -> None:
+        """Replace every reference by name under ``node`` with the file it names."""
+        if isinstance(node, dict):
+            for key, value in list(node.items()):
+                sub = child(slot, key)
+                if sub is None:
+                    continue  # an unknown key: validation reports it with a suggestion
+                if sub.ref is not None and isinstance(value, str):
+                    node[key] = self.load_reference(sub.ref, value, (*path, key))
+                else:
+                    self.resolve(value, sub, (*path, key))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                sub = child(slot, index)
+                if sub is not None:
+                    self.resolve(value, sub, (*path, index))
+
+    # -- overrides ---------------------------------------------------------------------------
+
+    def apply(self, override: Override) -> None:
+        """Set one override, loading any referenced file its key path walks into."""
+        for depth in range(1, len(override.path)):
+            prefix = override.path[:depth]
+            slot = slot_at(self.root, prefix)
+            if slot is None:
+                hint = describe({"type": "extra_forbidden", "loc": prefix}, self.root)
+                raise OverrideError(override.label, format_path(prefix), hint)
+            value = _get(self.data, prefix)
+            if slot.ref is not None and isinstance(value, str):
+                _set(self.data, prefix, self.load_reference(slot.ref, value, prefix))
+        container = container_at(self.data, override)
+        container[override.path[-1]] = override.value  # type: ignore[index]
+        self.overrides.append((override.path, override.label))
+
+    def validate(self) -> DocumentSpec:
+        """Validate the assembled tree; the first problem becomes the error."""
+        try:
+            return self.root.model_validate(self.data)
+        except ValidationError as exc:
+            errors = exc.errors()
+            first = errors[0]
+            message = describe(dict(first), self.root)
+            if len(errors) > 1:
+                message += f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})"
+            loc = tuple(key for key in first["loc"] if key != "[key]")
+            raise self.error(loc, message) from None
+
+
+def _get(data: Any, path: KeyPath) -> Any:
+    for key in path:
+        if isinstance(data, dict) and isinstance(key, str):
+            data = data.get(key)
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
+
+
+def _set(data: dict[str, Any], path: KeyPath, value: Any) -> None:
+    node: Any = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+
+
+def load_tree(
+    reference: str | Path, kind: str | None = None, overrides: Sequence[str] = ()
+) -> tuple[DocumentSpec, Path]:
+    """Load, override, resolve and validate one file; return its spec and its path.
+
+    ``kind`` is the kind expected (a name is then looked up among files of that kind); None
+    accepts any kind, read from the file.
+    """
+    if kind is not None:
+        path = locate(kind, reference, None, str(reference), "")
+    else:
+        path = Path(reference)
+    document = read_document(path, kind)
+    spec_cls = SPEC_BY_KIND.get(document["kind"])
+    if spec_cls is None:
+        raise ConfigError(str(path), "kind", f"ghsim cannot load {document['kind']!r} files yet")
+    tree = _Tree(spec_cls, document, path)
+    parsed = [parse_override(text) for text in overrides]
+    for override in parsed:
+        tree.apply(override)
+    tree.resolve(tree.data, Slot(spec_cls), ())
+    return tree.validate(), path

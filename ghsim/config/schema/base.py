@@ -1,0 +1,54 @@
+"""Shared pieces of the YAML schemas: the strict base model, number types, sources.
+
+Every spec is strict (no string-to-number coercion), forbids unknown keys, rejects NaN and
+infinity, and is frozen: validated input data is never modified after load.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1
+Kind = Literal["hardware", "system", "model", "scenario", "sweep", "validation_points"]
+
+
+class Spec(BaseModel):
+    """Base of every validated input: strict, closed, finite, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+        frozen=True,
+        populate_by_name=False,
+    )
+
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+Name = Annotated[str, Field(min_length=1)]
+
+Sources = dict[str, Name]
+"""Citations: a dotted key path inside the file (``memory``, ``gpu.peak_tflops.bf16``) mapped to
+the source of the numbers under it. Every number in a shipped file is covered by one entry."""
+
+
+class DocumentSpec(Spec):
+    """Fields every top-level file carries. Inline mappings may leave them out."""
+
+    KIND: ClassVar[str] = ""
+
+    schema_version: Literal[1] | None = None
+    kind: Kind | None = None
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _kind_matches(self) -> DocumentSpec:
+        if self.kind is not None and self.kind != self.KIND:
+            raise ValueError(f"kind: expected {self.KIND!r} here, got {self.kind!r}")
+        return self

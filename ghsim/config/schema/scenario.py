@@ -1,0 +1,64 @@
+"""``kind: scenario``: a system, a model, a training setup, a parallel layout, an offload plan."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ghsim.config.schema.base import DocumentSpec, NonNegativeInt, PositiveInt, Spec
+from ghsim.config.schema.model import ModelSpec
+from ghsim.config.schema.refs import Ref
+from ghsim.config.schema.system import SystemSpec
+
+Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+OffloadStrategy = Literal[
+    "none", "optimizer", "optimizer_overlap", "params", "activations", "unified_memory"
+]
+
+
+class TrainingSpec(Spec):
+    """What one optimizer step processes and in which precision."""
+
+    seq_len: PositiveInt
+    micro_batch: PositiveInt = Field(description="Sequences per micro-batch per replica.")
+    global_batch: PositiveInt = Field(description="Sequences per optimizer step.")
+    precision: Precision
+    attention: Literal["flash", "standard"] = Field(
+        default="flash",
+        description="flash: fused, stores no s x s scores; standard: stores them.",
+    )
+
+
+class ParallelismSpec(Spec):
+    """The parallel layout: tp x pp x cp x dp GPUs."""
+
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt | None = Field(default=None, description="Default: num_gpus / (tp*pp*cp).")
+    cp: PositiveInt = 1
+    vp: PositiveInt | None = Field(default=None, description="Interleaved virtual stages.")
+    sequence_parallel: bool = False
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    recompute: Literal["none", "selective", "full"] = "none"
+
+
+class OffloadSpec(Spec):
+    """Which offload strategy (DESIGN.md section 6) the step uses."""
+
+    strategy: OffloadStrategy = "none"
+
+
+class ScenarioSpec(DocumentSpec):
+    """``kind: scenario``: everything one simulated training step needs."""
+
+    KIND = "scenario"
+
+    name: str = ""
+    system: Annotated[SystemSpec, Ref("system")]
+    num_gpus: PositiveInt
+    model: Annotated[ModelSpec, Ref("model")]
+    training: TrainingSpec
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
+    offload: OffloadSpec = Field(default_factory=OffloadSpec)
+    seed: NonNegativeInt = 0

@@ -1,0 +1,147 @@
+"""``kind: system``: a node type, the NVLink domain it forms, and the scale-out fabric.
+
+A system scales to any number of whole nodes; the scenario's ``num_gpus`` says how many are used.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ghsim.config.schema.base import (
+    DocumentSpec,
+    Name,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Sources,
+    Spec,
+)
+from ghsim.config.schema.hardware import HardwareSpec
+from ghsim.config.schema.refs import Ref
+
+HardwareRef = Annotated[HardwareSpec, Ref("hardware")]
+
+
+class NodeNvlinkSpec(Spec):
+    """How the GPUs of one node reach each other over NVLink."""
+
+    topology: Literal["switch", "direct", "none"] = Field(
+        description="switch: NVSwitch chips (DGX, NVLink switch systems); direct: GPU-to-GPU "
+        "links split evenly among peers; none: no NVLink inside the node."
+    )
+    switches: PositiveInt | None = Field(default=None, description="NVSwitch chips per node.")
+    links_per_peer: PositiveInt | None = Field(
+        default=None, description="direct only; default: the GPU's links split among its peers."
+    )
+    latency_us: PositiveFloat | None = None
+
+
+class CpuLinkSpec(Spec):
+    """The link between the CPU sockets of a node (UPI, xGMI, Grace-to-Grace NVLink-C2C)."""
+
+    type: Literal["upi", "xgmi", "c2c"]
+    bandwidth_gb_s: PositiveFloat = Field(description="Per direction.")
+    latency_ns: PositiveFloat | None = None
+
+
+class NodeSpec(Spec):
+    """One node: its GPUs, CPUs, memories, NVLink and NICs."""
+
+    name: Name
+    gpus: PositiveInt
+    gpu: HardwareRef
+    cpus: PositiveInt
+    cpu: HardwareRef
+    cpu_link: CpuLinkSpec | None = None
+    nvlink: NodeNvlinkSpec
+    nics: NonNegativeInt
+    nic: Annotated[HardwareSpec | None, Ref("hardware")] = None
+    nic_attach: Literal["gpu", "cpu"] = Field(
+        description="gpu: NIC beside its GPU on a PCIe switch (GPUDirect RDMA); cpu: reached "
+        "through the CPU (GH200 MGX nodes, the C2C path)."
+    )
+
+    @model_validator(mode="after")
+    def _parts_fit(self) -> NodeSpec:
+        for key, spec, want in (("gpu", self.gpu, "gpu"), ("cpu", self.cpu, "cpu")):
+            if spec.type != want:
+                raise ValueError(f"{key} must be a hardware file of type {want!r}, got {spec.type!r}")
+        if self.nics and (self.nic is None or self.nic.type != "nic"):
+            raise ValueError("nics > 0 needs a nic: hardware file of type 'nic'")
+        if self.gpus % self.cpus and self.cpus % self.gpus:
+            raise ValueError(f"gpus ({self.gpus}) and cpus ({self.cpus}) must divide one another")
+        if self.nics and self.gpus % self.nics and self.nics % self.gpus:
+            raise ValueError(f"gpus ({self.gpus}) and nics ({self.nics}) must divide one another")
+        if self.nvlink.topology != "none" and self.gpus > 1 and self.gpu.gpu is not None:
+            if self.gpu.gpu.nvlink is None:
+                raise ValueError("nvlink.topology needs a gpu with an nvlink section")
+        return self
+
+
+class NvlinkDomainSpec(Spec):
+    """Nodes joined by an NVLink switch system into one NVLink domain (NVL32, DGX GH200)."""
+
+    nodes: PositiveInt = Field(default=1, description="Nodes per NVLink domain.")
+    switches: PositiveInt | None = Field(
+        default=None, description="NVLink switch chips in the domain's switch system."
+    )
+    latency_us: PositiveFloat | None = None
+
+
+class FabricSpec(Spec):
+    """The scale-out network that joins NVLink domains: an InfiniBand fat tree."""
+
+    topology: Literal["fat_tree", "rail_optimized"] = Field(
+        description="rail_optimized: NIC k of every node in a unit shares leaf switch k."
+    )
+    switch_radix: PositiveInt = Field(description="Ports per switch.")
+    oversubscription: float = Field(
+        default=1.0, ge=1.0, description="Down-links per up-link at each level; 1 is non-blocking."
+    )
+    nodes_per_unit: PositiveInt | None = Field(
+        default=None, description="rail_optimized: nodes per scalable unit."
+    )
+    hop_latency_ns: PositiveFloat = Field(description="Per switch traversed.")
+    latency_us: PositiveFloat | None = Field(
+        default=None, description="End-to-end message latency (NIC to NIC), where measured."
+    )
+
+    @model_validator(mode="after")
+    def _radix_even(self) -> FabricSpec:
+        if self.switch_radix < 4 or self.switch_radix % 2:
+            raise ValueError(f"switch_radix must be an even number >= 4, got {self.switch_radix}")
+        if self.topology == "rail_optimized" and self.nodes_per_unit is None:
+            raise ValueError("topology 'rail_optimized' needs nodes_per_unit")
+        return self
+
+
+class SystemSpec(DocumentSpec):
+    """``kind: system``: a node type plus its NVLink domain and its scale-out fabric."""
+
+    KIND = "system"
+
+    name: Name
+    node: NodeSpec
+    nvlink_domain: NvlinkDomainSpec = Field(default_factory=NvlinkDomainSpec)
+    fabric: FabricSpec | None = Field(
+        default=None, description="Omit for a system that never spans more than one domain."
+    )
+    max_nodes: PositiveInt | None = Field(
+        default=None, description="The most nodes this system is built with, if bounded."
+    )
+    sources: Sources = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _fabric_needs_nics(self) -> SystemSpec:
+        if self.fabric is not None and self.node.nics == 0:
+            raise ValueError("a fabric needs node.nics > 0")
+        if self.nvlink_domain.nodes > 1 and self.node.gpu.gpu is not None:
+            if self.node.gpu.gpu.nvlink is None:
+                raise ValueError("an NVLink domain of several nodes needs GPUs with nvlink")
+        return self
+
+    @property
+    def gpus_per_domain(self) -> int:
+        return self.node.gpus * self.nvlink_domain.nodes
