@@ -18,6 +18,7 @@ from ghsim.config.cursor import KeyPath, Slot, child, format_path, slot_at
 from ghsim.config.diagnose import describe, show_value
 from ghsim.config.overrides import Override, container_at, parse_override
 from ghsim.config.schema import SCHEMA_VERSION, SPEC_BY_KIND, DocumentSpec
+from ghsim.config.sources import dangling_sources
 from ghsim.config.search import find_named, find_path, is_path_like, not_found_message
 from ghsim.config.yamlio import read_mapping
 from ghsim.errors import ConfigError, InputError, OverrideError
@@ -42,6 +43,11 @@ def read_document(path: Path, expected_kind: str | None) -> dict[str, Any]:
         raise ConfigError(source, "kind", f"expected one of {', '.join(_ALL_KINDS)}, got {show_value(kind)}")
     if expected_kind is not None and kind != expected_kind:
         raise ConfigError(source, "kind", f"expected a {expected_kind} file, got kind {kind!r}")
+    dangling = dangling_sources(document)
+    if dangling:
+        raise ConfigError(
+            source, f"sources.{dangling[0]}", "names a key that is not in this file"
+        )
     return document
 
 

@@ -88,7 +88,10 @@ class NvlinkSpec(Spec):
     nvls_allreduce_busbw_gb_s: PositiveFloat | None = Field(
         default=None, description="Measured NCCL all-reduce bus bandwidth with NVLink SHARP."
     )
-    latency_us: PositiveFloat | None = None
+    collective_latency_us: PositiveFloat | None = Field(
+        default=None,
+        description="Per-step latency (alpha) of a collective over NVLink; not a wire latency.",
+    )
 
     @property
     def bandwidth_bytes_per_s(self) -> float:

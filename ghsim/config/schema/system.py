@@ -35,7 +35,6 @@ class NodeNvlinkSpec(Spec):
     links_per_peer: PositiveInt | None = Field(
         default=None, description="direct only; default: the GPU's links split among its peers."
     )
-    latency_us: PositiveFloat | None = None
 
 
 class CpuLinkSpec(Spec):
@@ -87,7 +86,6 @@ class NvlinkDomainSpec(Spec):
     switches: PositiveInt | None = Field(
         default=None, description="NVLink switch chips in the domain's switch system."
     )
-    latency_us: PositiveFloat | None = None
 
 
 class FabricSpec(Spec):
@@ -104,17 +102,26 @@ class FabricSpec(Spec):
         default=None, description="rail_optimized: nodes per scalable unit."
     )
     hop_latency_ns: PositiveFloat = Field(description="Per switch traversed.")
-    latency_us: PositiveFloat | None = Field(
-        default=None, description="End-to-end message latency (NIC to NIC), where measured."
-    )
 
     @model_validator(mode="after")
     def _radix_even(self) -> FabricSpec:
         if self.switch_radix < 4 or self.switch_radix % 2:
             raise ValueError(f"switch_radix must be an even number >= 4, got {self.switch_radix}")
-        if self.topology == "rail_optimized" and self.nodes_per_unit is None:
-            raise ValueError("topology 'rail_optimized' needs nodes_per_unit")
+        if self.topology == "rail_optimized":
+            if self.nodes_per_unit is None:
+                raise ValueError("topology 'rail_optimized' needs nodes_per_unit")
+            if self.nodes_per_unit > self.leaf_down_ports:
+                raise ValueError(
+                    f"nodes_per_unit ({self.nodes_per_unit}) exceeds the {self.leaf_down_ports} "
+                    f"down-ports of a leaf at radix {self.switch_radix} and oversubscription "
+                    f"{self.oversubscription:g}"
+                )
         return self
+
+    @property
+    def leaf_down_ports(self) -> int:
+        """Ports of a leaf switch facing NICs: radix x os / (1 + os)."""
+        return int(self.switch_radix * self.oversubscription / (1 + self.oversubscription))
 
 
 class SystemSpec(DocumentSpec):
