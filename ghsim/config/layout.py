@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ghsim.config.cursor import KeyPath
-from ghsim.config.schema import ScenarioSpec
+from ghsim.config.schema import ScenarioSpec, SystemSpec
 
 
 class LayoutProblem(Exception):
@@ -45,35 +45,38 @@ class Layout:
         return self.tp * self.pp * self.cp
 
 
-def _nodes(spec: ScenarioSpec) -> tuple[int, int]:
-    """Nodes used and GPUs per node, checking that the scenario uses whole nodes."""
-    per_node = spec.system.node.gpus
-    n = spec.num_gpus
+def nodes_for(system: SystemSpec, num_gpus: int) -> tuple[int, int]:
+    """Nodes used and GPUs used per node, checking that ``num_gpus`` fills whole nodes.
+
+    Fewer GPUs than one node holds are allowed when they divide it (4 GPUs of a DGX).
+    """
+    per_node = system.node.gpus
+    n = num_gpus
     if n < per_node:
         if per_node % n:
             raise LayoutProblem(
                 ("num_gpus",), f"expected a divisor or a multiple of {per_node} (GPUs per "
-                f"{spec.system.name} node), got {n}"
+                f"{system.name} node), got {n}"
             )
         return 1, n
     if n % per_node:
         raise LayoutProblem(
             ("num_gpus",),
-            f"expected whole nodes: a multiple of {per_node} GPUs per {spec.system.name} node, "
+            f"expected whole nodes: a multiple of {per_node} GPUs per {system.name} node, "
             f"got {n}",
         )
     nodes = n // per_node
-    domain_gpus = spec.system.gpus_per_domain
-    if spec.system.fabric is None and n > domain_gpus:
+    domain_gpus = system.gpus_per_domain
+    if system.fabric is None and n > domain_gpus:
         raise LayoutProblem(
             ("num_gpus",),
-            f"system {spec.system.name} has no scale-out fabric: at most {domain_gpus} GPUs, got {n}",
+            f"system {system.name} has no scale-out fabric: at most {domain_gpus} GPUs, got {n}",
         )
-    if spec.system.max_nodes is not None and nodes > spec.system.max_nodes:
+    if system.max_nodes is not None and nodes > system.max_nodes:
         raise LayoutProblem(
             ("num_gpus",),
-            f"system {spec.system.name} has at most {spec.system.max_nodes} nodes "
-            f"({spec.system.max_nodes * per_node} GPUs), got {n}",
+            f"system {system.name} has at most {system.max_nodes} nodes "
+            f"({system.max_nodes * per_node} GPUs), got {n}",
         )
     return nodes, per_node
 
@@ -117,7 +120,7 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
 def derive_layout(spec: ScenarioSpec) -> Layout:
     """Check the scenario's layout and derive its sizes; raises :class:`LayoutProblem`."""
     par, training = spec.parallelism, spec.training
-    nodes, per_node = _nodes(spec)
+    nodes, per_node = nodes_for(spec.system, spec.num_gpus)
     model_parallel = par.tp * par.pp * par.cp
     if spec.num_gpus % model_parallel:
         raise LayoutProblem(
