@@ -1,0 +1,134 @@
+"""The ``ghsim`` command line.
+
+Exit status: 0 success; 2 bad input (one line on stderr naming the file, the key path and what
+was expected); 1 an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console
+
+from ghsim.config import load_file, load_scenario, scenario_from_spec
+from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
+from ghsim.config.schema_export import SCHEMA_KINDS, json_schema
+from ghsim.config.search import locate_any
+from ghsim.errors import InputError
+from ghsim.report import console as render
+from ghsim.report.views import document_view, model_view, scenario_view, system_view
+from ghsim.version import __version__
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Show a system, model, scenario, hardware part or validation file as resolved."""
+    path = locate_any(args.file)
+    spec = load_file(args.file, args.overrides)
+    if isinstance(spec, ScenarioSpec):
+        scenario = scenario_from_spec(spec, str(path), args.overrides)
+        view = scenario_view(scenario)
+    elif isinstance(spec, SystemSpec):
+        view = system_view(spec, args.gpus)
+    elif isinstance(spec, ModelSpec):
+        view = model_view(spec, args.seq_len)
+    else:
+        view = document_view(spec)
+    if args.json:
+        _print_json(view)
+        return 0
+    console = Console()
+    renderer: Callable[[dict[str, Any], Console], None] | None = {
+        "system": render.render_system, "model": render.render_model,
+        "scenario": render.render_scenario,
+    }.get(view["kind"])
+    if renderer is None:
+        console.print_json(data=view)
+    else:
+        renderer(view, console)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the JSON Schema of one kind of file, or of all of them."""
+    if args.kind is None:
+        _print_json({kind: json_schema(kind) for kind in SCHEMA_KINDS})
+    else:
+        _print_json(json_schema(args.kind))
+    return 0
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+        help="override a value of the file (or of a file it names); repeatable",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ghsim",
+        description="Performance simulator for large-model training on Grace Hopper systems.",
+    )
+    parser.add_argument("--version", action="version", version=f"ghsim {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    inspect = commands.add_parser(
+        "inspect", help="show a system, model or scenario as resolved",
+        description="Show a system, model, scenario or hardware file as resolved: components, "
+        "links, capacities, parameter counts, FLOPs and the parallel layout.",
+    )
+    inspect.add_argument("file", metavar="FILE", help="a path, or the name of a shipped file")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object")
+    inspect.add_argument("--gpus", type=_positive_int, default=None,
+                         help="system only: size the totals for this many GPUs")
+    inspect.add_argument("--seq-len", type=_positive_int, default=2048,
+                         help="model only: sequence length for FLOPs per token (default 2048)")
+    _add_common(inspect)
+    inspect.set_defaults(handler=cmd_inspect)
+
+    schema = commands.add_parser(
+        "schema", help="print the JSON Schema of the YAML files",
+        description="Print the JSON Schema of one kind of YAML file (or all), for editors.",
+    )
+    schema.add_argument("kind", nargs="?", choices=SCHEMA_KINDS, metavar="KIND",
+                        help=f"one of {', '.join(SCHEMA_KINDS)}")
+    schema.set_defaults(handler=cmd_schema)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ghsim`` console script."""
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except InputError as error:
+        sys.stderr.write(f"ghsim: error: {error.line()}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("ghsim: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Reports: plain-data views of inputs and results, and their rich rendering."""

@@ -1,0 +1,166 @@
+"""Rich rendering of the ``ghsim inspect`` views for a terminal."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from ghsim.units import format_bytes, format_flops, format_rate, format_seconds
+
+_KIND_ORDER = ("gpu", "memory", "cpu", "nvswitch", "nic")
+
+
+def _component_line(first: dict[str, Any], ids: list[str]) -> str:
+    kind = first["kind"]
+    many = f"{len(ids)}x " if len(ids) > 1 else ""
+    names = ids[0] if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"
+    if kind == "gpu":
+        peak = first["peak_flops"]
+        return (f"{many}GPU {first['part']} [dim]({names})[/]: {first['sms']} SMs, "
+                f"{format_flops(peak.get('bf16', peak['fp32']))} bf16 dense"
+                + (f", {format_flops(peak['fp8'])} fp8" if "fp8" in peak else ""))
+    if kind == "cpu":
+        return (f"{many}CPU {first['part']} [dim]({names})[/]: {first['cores']} cores, "
+                f"{format_flops(first['peak_flops']['fp64'])} fp64")
+    if kind == "memory":
+        return (f"{many}{first['memory'].upper()} [dim]({names})[/]: "
+                f"{format_bytes(first['capacity_bytes'])} each")
+    if kind == "nvswitch":
+        chips = f", {first['chips']} chips" if first.get("chips") else ""
+        return f"NVLink switch [dim]({first['scope']} level{chips})[/]"
+    return (f"{many}NIC {first.get('part', '')} [dim]({names})[/]: "
+            f"{format_rate(first['bandwidth_bytes_per_s'])} each way")
+
+
+def _links_table(view: dict[str, Any]) -> Table:
+    kinds = {c["id"]: c["kind"] if c["kind"] != "memory" else c["memory"]
+             for c in view["components"]}
+    grouped: dict[tuple[Any, ...], int] = defaultdict(int)
+    for link in view["links"]:
+        measured = ", ".join(f"{k} {format_rate(v)}"
+                             for k, v in sorted(link["measured_bytes_per_s"].items()))
+        key = (link["kind"], kinds[link["src"]], kinds[link["dst"]],
+               link["bandwidth_bytes_per_s"], link["latency_s"], measured)
+        grouped[key] += 1
+    table = Table(title="Links of one node (per direction)", title_justify="left")
+    for column in ("link", "from -> to", "count", "peak", "latency", "measured"):
+        table.add_column(column, justify="right" if column in ("count", "peak") else "left")
+    for (kind, src, dst, bandwidth, latency, measured), count in grouped.items():
+        table.add_row(kind, f"{src} -> {dst}", str(count), format_rate(bandwidth),
+                      format_seconds(latency) if latency else "-", measured or "-")
+    return table
+
+
+def _totals_table(totals: dict[str, Any], title: str) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("GPUs / nodes / NVLink domains",
+                  f"{totals['num_gpus']:,} / {totals['num_nodes']:,} / "
+                  f"{totals['num_nvlink_domains']:,}")
+    for kind, capacity in sorted(totals["memory_capacity_bytes"].items()):
+        table.add_row(f"{kind.upper()} capacity", format_bytes(capacity))
+    for dtype in ("fp8", "bf16", "tf32", "fp32", "fp64"):
+        if dtype in totals["peak_flops"]:
+            table.add_row(f"peak {dtype} (dense)", format_flops(totals["peak_flops"][dtype]))
+    table.add_row("CPU cores", f"{totals['cpu_cores']:,}")
+    table.add_row("NVLink per GPU", format_rate(totals["nvlink_bandwidth_bytes_per_s_per_gpu"]))
+    table.add_row(f"NVLink domain bisection ({totals['gpus_per_nvlink_domain']} GPUs)",
+                  format_rate(totals["nvlink_domain_bisection_bytes_per_s"]))
+    fabric = totals["fabric_bisection_bytes_per_s"]
+    table.add_row("fabric bisection", format_rate(fabric) if fabric else "- (one domain)")
+    if totals["fabric_switches_per_tier"]:
+        table.add_row("fabric switches per tier",
+                      " / ".join(f"{n:,}" for n in totals["fabric_switches_per_tier"]))
+    return table
+
+
+def _sources_table(sources: dict[str, str], title: str = "Sources") -> Table:
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("key", style="cyan", no_wrap=True)
+    table.add_column("source")
+    for key, text in sources.items():
+        table.add_row(key, text)
+    return table
+
+
+def render_system(view: dict[str, Any], console: Console) -> None:
+    tree = Tree(f"[bold]{view['name']}[/]: {view['node']}")
+    by_kind: dict[str, dict[tuple[Any, ...], list[str]]] = defaultdict(lambda: defaultdict(list))
+    for component in view["components"]:
+        signature = (component.get("part"), component.get("memory"), component.get("scope"))
+        by_kind[component["kind"]][signature].append(component["id"])
+    first = {c["id"]: c for c in view["components"]}
+    for kind in _KIND_ORDER:
+        for ids in by_kind.get(kind, {}).values():
+            tree.add(_component_line(first[ids[0]], ids))
+    fabric = view["fabric"]
+    if fabric:
+        tree.add(f"fabric: {fabric['topology']}, {fabric['tiers']} tier(s) of "
+                 f"{fabric['switch_radix']}-port switches, leaf {fabric['leaf_down_ports']} down "
+                 f"/ {fabric['leaf_up_ports']} up")
+    console.print(Text(view["description"], style="dim"))
+    console.print(Group(tree, _links_table(view),
+                        _totals_table(view["totals"], f"Totals at {view['totals']['num_gpus']:,} "
+                                      "GPUs"),
+                        _sources_table(view["sources"]),
+                        _sources_table({f"{part} {key}": text
+                                        for part, sources in view["part_sources"].items()
+                                        for key, text in sources.items()},
+                                       "Sources of the parts")))
+
+
+def render_model(view: dict[str, Any], console: Console) -> None:
+    arch = view["architecture"]
+    table = Table(title=f"{view['name']}", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for key in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"):
+        table.add_row(key, f"{arch[key]:,}")
+    table.add_row("head_dim", str(view["head_dim"]))
+    table.add_row("mlp", f"{arch['activation'] or ('swiglu' if arch['gated_mlp'] else 'gelu')}"
+                  f"{' (gated)' if arch['gated_mlp'] else ''}")
+    table.add_row("norm / positions", f"{arch['norm']} / {arch['position_embedding']}")
+    table.add_row("parameters", f"{view['params'] / 1e9:,.2f} B")
+    table.add_row("  non-embedding", f"{view['params_non_embedding'] / 1e9:,.2f} B")
+    if view["published_params"]:
+        error = view["params"] / view["published_params"] - 1
+        table.add_row("  published", f"{view['published_params'] / 1e9:,.2f} B ({error:+.2%})")
+    for seq, flops in view["model_flops_per_token_by_seq_len"].items():
+        table.add_row(f"training FLOPs/token @ seq {seq}", f"{flops:.4g}")
+    console.print(Text(view["description"], style="dim"))
+    console.print(table)
+    if view["sources"]:
+        console.print(_sources_table(view["sources"]))
+
+
+def render_scenario(view: dict[str, Any], console: Console) -> None:
+    layout, training, par = view["layout"], view["training"], view["parallelism"]
+    table = Table(title=f"Scenario {view['name']}", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("system / GPUs", f"{view['system']} / {view['num_gpus']:,} "
+                  f"({layout['num_nodes']:,} nodes)")
+    table.add_row("model", f"{view['model']} ({view['params'] / 1e9:,.1f} B params)")
+    table.add_row("training", f"seq {training['seq_len']}, micro-batch "
+                  f"{training['micro_batch']}, global batch {training['global_batch']}, "
+                  f"{training['precision']}, {training['attention']} attention")
+    table.add_row("layout", f"tp {layout['tp']} x pp {layout['pp']} x cp {layout['cp']} x dp "
+                  f"{layout['dp']}" + (f", vp {layout['vp']}" if layout["vp"] > 1 else ""))
+    table.add_row("options", f"sequence parallel {par['sequence_parallel']}, ZeRO "
+                  f"{par['zero_stage']}, recompute {par['recompute']}, offload "
+                  f"{view['offload']['strategy']}")
+    table.add_row("micro-batches per step", str(layout["micro_batches_per_step"]))
+    table.add_row("tokens per step", f"{view['tokens_per_step']:,}")
+    table.add_row("model FLOPs per step", f"{view['model_flops_per_step']:.4g}")
+    memory = view["memory_per_gpu_bytes"]
+    for key in ("weights", "gradients", "optimizer", "model_states"):
+        table.add_row(f"{key.replace('_', ' ')} per GPU (stage 0)", format_bytes(memory[key]))
+    table.add_row("HBM per GPU", format_bytes(view["hbm_capacity_bytes"]))
+    console.print(table)
+    console.print(_totals_table(view["totals"], "System at this size"))

@@ -1,0 +1,135 @@
+"""Plain-data views (JSON-ready dicts, SI units) of what ``ghsim inspect`` shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ghsim.config import Scenario
+from ghsim.config.schema import DocumentSpec, HardwareSpec, ModelSpec, SystemSpec
+from ghsim.config.schema.validation import ValidationPointsSpec
+from ghsim.hardware import SystemGraph, SystemTotals, build_graph, system_totals
+from ghsim.version import __version__
+from ghsim.workload import model_flops_per_token, parameter_count
+from ghsim.workload.states import model_state_bytes
+
+SEQ_LENS = (2048, 4096, 8192)
+
+
+def totals_view(totals: SystemTotals) -> dict[str, Any]:
+    return {
+        "num_gpus": totals.num_gpus,
+        "num_nodes": totals.num_nodes,
+        "num_nvlink_domains": totals.num_domains,
+        "gpus_per_nvlink_domain": totals.gpus_per_domain,
+        "memory_capacity_bytes": totals.memory_bytes,
+        "peak_flops": totals.peak_flops,
+        "cpu_cores": totals.cpu_cores,
+        "nvlink_bandwidth_bytes_per_s_per_gpu": totals.nvlink_bytes_per_s_per_gpu,
+        "nvlink_domain_bisection_bytes_per_s": totals.domain_bisection_bytes_per_s,
+        "fabric_bisection_bytes_per_s": totals.fabric_bisection_bytes_per_s,
+        "fabric_switches_per_tier": list(totals.fabric_switches_per_tier),
+    }
+
+
+def graph_view(graph: SystemGraph) -> dict[str, Any]:
+    """The node template's components and links."""
+    components = [{"id": n, **d} for n, d in graph.template.nodes(data=True)]
+    links = [{"src": u, "dst": v, **d} for u, v, d in graph.template.edges(data=True)]
+    fabric = None
+    if graph.fabric is not None:
+        tree = graph.fabric
+        fabric = {"topology": graph.spec.fabric.topology if graph.spec.fabric else None,
+                  "tiers": tree.tiers, "switch_radix": tree.radix, "leaf_down_ports": tree.down,
+                  "leaf_up_ports": tree.up, "switches_per_tier": list(tree.switches_per_tier)}
+    return {"components": components, "links": links, "fabric": fabric}
+
+
+def system_view(system: SystemSpec, num_gpus: int | None = None) -> dict[str, Any]:
+    """A system at ``num_gpus`` GPUs (default: one NVLink domain)."""
+    graph = build_graph(system, num_gpus or system.gpus_per_domain)
+    return {
+        "kind": "system", "name": system.name, "description": system.description,
+        "node": system.node.name, **graph_view(graph),
+        "totals": totals_view(system_totals(graph)), "sources": system.sources,
+        "part_sources": {part.name: part.sources for part in _parts(system)},
+    }
+
+
+def _parts(system: SystemSpec) -> list[HardwareSpec]:
+    node = system.node
+    return [part for part in (node.gpu, node.cpu, node.nic) if part is not None]
+
+
+def model_view(model: ModelSpec, seq_len: int = 2048) -> dict[str, Any]:
+    count = parameter_count(model)
+    return {
+        "kind": "model", "name": model.name, "description": model.description,
+        "architecture": model.model_dump(exclude={"sources", "schema_version", "kind",
+                                                  "description", "name", "published_params"}),
+        "head_dim": model.head_dim_resolved,
+        "params": count.total,
+        "params_non_embedding": count.non_embedding,
+        "params_embedding": count.embedding + count.output,
+        "published_params": model.published_params,
+        "seq_len": seq_len,
+        "model_flops_per_token": model_flops_per_token(model, seq_len),
+        "model_flops_per_token_by_seq_len": {
+            str(s): model_flops_per_token(model, s) for s in sorted({seq_len, *SEQ_LENS})
+        },
+        "sources": model.sources,
+    }
+
+
+def scenario_view(scenario: Scenario) -> dict[str, Any]:
+    spec, layout = scenario.spec, scenario.layout
+    graph = build_graph(spec.system, spec.num_gpus)
+    per_token = model_flops_per_token(spec.model, spec.training.seq_len)
+    states = model_state_bytes(spec, layout.dp)
+    gpu = spec.system.node.gpu.gpu
+    assert gpu is not None
+    return {
+        "kind": "scenario", "name": scenario.name, "source": scenario.source,
+        "system": spec.system.name, "model": spec.model.name, "num_gpus": spec.num_gpus,
+        "training": spec.training.model_dump(),
+        "parallelism": spec.parallelism.model_dump(),
+        "offload": spec.offload.model_dump(),
+        "layout": {"tp": layout.tp, "pp": layout.pp, "cp": layout.cp, "dp": layout.dp,
+                   "vp": layout.vp, "num_nodes": layout.num_nodes,
+                   "gpus_per_node": layout.gpus_per_node,
+                   "num_nvlink_domains": layout.num_domains,
+                   "micro_batches_per_step": layout.micro_batches},
+        "params": parameter_count(spec.model).total,
+        "model_flops_per_token": per_token,
+        "tokens_per_step": layout.tokens_per_step,
+        "model_flops_per_step": per_token * layout.tokens_per_step,
+        "memory_per_gpu_bytes": {"weights": states.weights, "gradients": states.gradients,
+                                 "optimizer": states.optimizer, "model_states": states.total},
+        "hbm_capacity_bytes": gpu.memory.capacity_bytes,
+        "totals": totals_view(system_totals(graph)),
+        "digest": scenario.digest(), "ghsim_version": __version__,
+    }
+
+
+def hardware_view(part: HardwareSpec) -> dict[str, Any]:
+    return {"kind": "hardware", **part.model_dump(exclude={"schema_version", "kind"})}
+
+
+def points_view(points: ValidationPointsSpec) -> dict[str, Any]:
+    return {"kind": "validation_points", "metric": points.metric,
+            "points": [{"id": p.id, "system": p.scenario.system.name,
+                        "model": p.scenario.model.name, "num_gpus": p.scenario.num_gpus,
+                        "measured_step_time_s": p.measured.step_time_s}
+                       for p in points.points]}
+
+
+def document_view(spec: DocumentSpec) -> dict[str, Any]:
+    """The view of a loaded file that is not a scenario (those need their layout)."""
+    if isinstance(spec, SystemSpec):
+        return system_view(spec)
+    if isinstance(spec, ModelSpec):
+        return model_view(spec)
+    if isinstance(spec, HardwareSpec):
+        return hardware_view(spec)
+    if isinstance(spec, ValidationPointsSpec):
+        return points_view(spec)
+    return {"kind": spec.KIND, **spec.model_dump()}
