@@ -14,10 +14,10 @@ from typing import Any
 
 from rich.console import Console
 
-from ghsim.config import load_file, load_scenario, scenario_from_spec
+from ghsim.config import load_file, scenario_from_spec
 from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
 from ghsim.config.schema_export import SCHEMA_KINDS, json_schema
-from ghsim.config.search import locate_any
+from ghsim.config.search import display, locate_any
 from ghsim.errors import InputError
 from ghsim.report import console as render
 from ghsim.report.views import document_view, model_view, scenario_view, system_view
@@ -43,7 +43,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     path = locate_any(args.file)
     spec = load_file(args.file, args.overrides)
     if isinstance(spec, ScenarioSpec):
-        scenario = scenario_from_spec(spec, str(path), args.overrides)
+        scenario = scenario_from_spec(spec, display(path) if path else args.file, args.overrides)
         view = scenario_view(scenario)
     elif isinstance(spec, SystemSpec):
         view = system_view(spec, args.gpus)

@@ -20,7 +20,7 @@ from ghsim.config.schema import (
     SystemSpec,
     ValidationPointsSpec,
 )
-from ghsim.config.search import locate_any
+from ghsim.config.search import display, locate_any
 from ghsim.errors import ConfigError, LayoutError, OverrideError
 
 SpecT = TypeVar("SpecT", bound=DocumentSpec)
@@ -94,7 +94,7 @@ def load_scenario(reference: str | Path, overrides: Sequence[str] = ()) -> Scena
     validate it and derive its parallel layout."""
     spec, path = load_tree(reference, "scenario", overrides)
     assert isinstance(spec, ScenarioSpec)
-    return scenario_from_spec(spec, str(path), overrides)
+    return scenario_from_spec(spec, display(path), overrides)
 
 
 def load_file(reference: str | Path, overrides: Sequence[str] = ()) -> DocumentSpec:

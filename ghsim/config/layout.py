@@ -100,7 +100,8 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
         )
     if model.layers % pp:
         raise LayoutProblem(
-            ("parallelism", "pp"), f"expected a divisor of the model's {model.layers} layers, got {pp}"
+            ("parallelism", "pp"),
+            f"expected a divisor of the model's {model.layers} layers, got {pp}",
         )
     if vp > 1 and pp == 1:
         raise LayoutProblem(("parallelism", "vp"), "expected vp only with pp > 1")

@@ -18,8 +18,14 @@ from ghsim.config.cursor import KeyPath, Slot, child, format_path, slot_at
 from ghsim.config.diagnose import describe, show_value
 from ghsim.config.overrides import Override, container_at, parse_override
 from ghsim.config.schema import SCHEMA_VERSION, SPEC_BY_KIND, DocumentSpec
+from ghsim.config.search import (
+    display,
+    find_named,
+    find_path,
+    is_path_like,
+    not_found_message,
+)
 from ghsim.config.sources import dangling_sources
-from ghsim.config.search import find_named, find_path, is_path_like, not_found_message
 from ghsim.config.yamlio import read_mapping
 from ghsim.errors import ConfigError, InputError, OverrideError
 
@@ -29,18 +35,23 @@ _ALL_KINDS = ("hardware", "system", "model", "scenario", "sweep", "validation_po
 def read_document(path: Path, expected_kind: str | None) -> dict[str, Any]:
     """Read a top-level file and check its ``schema_version`` and ``kind``."""
     document = read_mapping(path)
-    source = str(path)
+    source = display(path)
     version = document.get("schema_version")
     if "schema_version" not in document:
-        raise ConfigError(source, "schema_version", f"required key is missing; expected {SCHEMA_VERSION}")
+        raise ConfigError(
+            source, "schema_version", f"required key is missing; expected {SCHEMA_VERSION}"
+        )
     if version != SCHEMA_VERSION or isinstance(version, bool):
-        raise ConfigError(source, "schema_version", f"expected {SCHEMA_VERSION}, got {show_value(version)}")
+        raise ConfigError(
+            source, "schema_version", f"expected {SCHEMA_VERSION}, got {show_value(version)}"
+        )
     kind = document.get("kind")
     if "kind" not in document:
         want = expected_kind or " | ".join(_ALL_KINDS)
         raise ConfigError(source, "kind", f"required key is missing; expected {want}")
     if kind not in _ALL_KINDS:
-        raise ConfigError(source, "kind", f"expected one of {', '.join(_ALL_KINDS)}, got {show_value(kind)}")
+        known = ", ".join(_ALL_KINDS)
+        raise ConfigError(source, "kind", f"expected one of {known}, got {show_value(kind)}")
     if expected_kind is not None and kind != expected_kind:
         raise ConfigError(source, "kind", f"expected a {expected_kind} file, got kind {kind!r}")
     dangling = dangling_sources(document)
@@ -86,7 +97,7 @@ class _Tree:
         for where, label in reversed(self.overrides):
             if path[: len(where)] == where and (len(where) > len(prefix) or where == path):
                 return OverrideError(label, format_path(path), message)
-        return ConfigError(str(file), format_path(path[len(prefix):]), message)
+        return ConfigError(display(file), format_path(path[len(prefix):]), message)
 
     # -- references --------------------------------------------------------------------------
 
@@ -189,7 +200,8 @@ def load_tree(
     document = read_document(path, kind)
     spec_cls = SPEC_BY_KIND.get(document["kind"])
     if spec_cls is None:
-        raise ConfigError(str(path), "kind", f"ghsim cannot load {document['kind']!r} files yet")
+        message = f"ghsim cannot load {document['kind']!r} files yet"
+        raise ConfigError(display(path), "kind", message)
     tree = _Tree(spec_cls, document, path)
     parsed = [parse_override(text) for text in overrides]
     for override in parsed:

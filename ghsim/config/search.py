@@ -92,6 +92,14 @@ def not_found_message(kind: str, name: str, near: Path | None = None) -> str:
     return f"no {kind} named {name!r}{hint}; known: {listing or 'none'}"
 
 
+def display(path: Path) -> str:
+    """A path as the user should read it: relative to the current folder when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def locate_any(reference: str) -> Path | None:
     """A file given on the command line: a path, or the name of any kind of file."""
     candidate = Path(reference).expanduser()

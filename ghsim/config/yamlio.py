@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from ghsim.config.search import display
 from ghsim.errors import ConfigError
 
 _FLOAT_RE = re.compile(
@@ -34,7 +35,7 @@ def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dic
     loader.flatten_mapping(node)
     mapping: dict[Any, Any] = {}
     for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, str | int | float | bool) or key is None:
             raise yaml.constructor.ConstructorError(
                 None, None, "expected a plain scalar key", key_node.start_mark
@@ -43,13 +44,13 @@ def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dic
             raise yaml.constructor.ConstructorError(
                 None, None, f"key {key!r} is given twice", key_node.start_mark
             )
-        mapping[key] = loader.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+        mapping[key] = loader.construct_object(value_node, deep=True)
     return mapping
 
 
 _StrictSafeLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
+    _construct_mapping,
 )
 _StrictSafeLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:float"]
@@ -71,7 +72,7 @@ _StrictSafeLoader.add_implicit_resolver(
 def parse_yaml(text: str, source: str) -> Any:
     """Parse one YAML document from ``text``; ``source`` names it in errors."""
     try:
-        documents = list(yaml.load_all(text, Loader=_StrictSafeLoader))  # noqa: S506 (safe)
+        documents = list(yaml.load_all(text, Loader=_StrictSafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -86,7 +87,7 @@ def parse_yaml(text: str, source: str) -> Any:
 
 def read_mapping(path: Path) -> dict[str, Any]:
     """Read a YAML file whose document must be a mapping with string keys."""
-    source = str(path)
+    source = display(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -37,7 +37,7 @@ class FatTree:
 
     def block_size(self, level: int) -> int:
         """Endpoints under one switch block of ``level`` (1 = a leaf)."""
-        return self.down * (self.radix // 2) ** (level - 1)
+        return int(self.down * (self.radix // 2) ** (level - 1))
 
     def endpoint(self, node: int, nic: int) -> int:
         """The position of a node's NIC in the leaf order."""

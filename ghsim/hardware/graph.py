@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import pairwise
 from typing import Any
 
 import networkx as nx
@@ -75,7 +76,7 @@ class Route:
 
 def _cost(u: str, v: str, edges: dict[Any, dict[str, Any]]) -> float:
     """Routing weight: seconds per byte of the fastest parallel link, plus a small hop cost."""
-    return min(1.0 / d["bandwidth_bytes_per_s"] for d in edges.values()) + 1e-15
+    return float(min(1.0 / d["bandwidth_bytes_per_s"] for d in edges.values())) + 1e-15
 
 
 @dataclass
@@ -89,6 +90,7 @@ class SystemGraph:
     template: nx.MultiDiGraph
     fabric: FatTree | None
     _paths: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False)
+    _nics: dict[str, str] = field(default_factory=dict, repr=False)
 
     # -- sizes ----------------------------------------------------------------------------------
 
@@ -148,7 +150,8 @@ class SystemGraph:
             try:
                 self._paths[key] = nx.shortest_path(view, src, dst, weight=_cost)
             except nx.NetworkXNoPath:
-                raise ValueError(f"no route from {src} to {dst} in a {self.spec.name} node") from None
+                message = f"no route from {src} to {dst} in a {self.spec.name} node"
+                raise ValueError(message) from None
         return self._paths[key]
 
     def _may_cross(self, src: str, dst: str) -> Any:
@@ -178,7 +181,7 @@ class SystemGraph:
     def _within_domain(self, src: Endpoint, dst: Endpoint) -> list[Hop]:
         path = self._local_path(src.local, dst.local)
         hops, node = [], src.node
-        for u, v in zip(path, path[1:], strict=False):
+        for u, v in pairwise(path):
             u_id = self._instance(u, node)
             if self.template.nodes[u]["scope"] == "domain":
                 node = dst.node
@@ -187,10 +190,23 @@ class SystemGraph:
 
     def nearest_nic(self, local: str) -> str:
         """The NIC a component's traffic leaves the node by (its rail's NIC)."""
+        if local not in self._nics:
+            self._nics[local] = self._find_nearest_nic(local)
+        return self._nics[local]
+
+    def _find_nearest_nic(self, local: str) -> str:
         nics = self.components("nic")
         if not nics:
             raise KeyError(f"system {self.spec.name} has no NICs")
-        return min(nics, key=lambda n: (len(self._local_path(local, n)), int(n[3:])))
+        reachable = []
+        for nic in nics:
+            try:
+                reachable.append((len(self._local_path(local, nic)), int(nic[3:]), nic))
+            except ValueError:
+                continue
+        if not reachable:
+            raise ValueError(f"{local} reaches no NIC in a {self.spec.name} node")
+        return min(reachable)[2]
 
     def _across_fabric(self, src: Endpoint, dst: Endpoint) -> list[Hop]:
         assert self.fabric is not None
@@ -205,7 +221,7 @@ class SystemGraph:
         downs = [f"{tier_name(t)}{b // tree.block_size(t)}" for t in range(top - 1, 0, -1)]
         chain = [f"n{src.node}.{nic_a}", *ups, *downs, f"n{dst.node}.{nic_b}"]
         hops = []
-        for i, (u, v) in enumerate(zip(chain, chain[1:], strict=False)):
+        for i, (u, v) in enumerate(pairwise(chain)):
             level = min(i + 1, len(chain) - 1 - i)  # links climb, then descend
             bandwidth = nic_bw if level == 1 else tree.block_size(level - 1) * nic_bw / max(
                 1.0, tree.down / max(tree.up, 1))

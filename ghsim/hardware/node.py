@@ -30,7 +30,9 @@ def _gb_s(value: float | None) -> float | None:
 
 
 def _link(graph: nx.MultiDiGraph, u: str, v: str, kind: str, bandwidth: float,
-          latency_s: float = 0.0, **measured: float | None) -> None:
+          latency_s: float = 0.0, measured: dict[str, float | None] | None = None) -> None:
+    """Add one directed link; ``measured`` holds what measurements achieved on it, by use."""
+    measured = measured or {}
     graph.add_edge(
         u, v, key=kind, kind=kind, bandwidth_bytes_per_s=bandwidth, latency_s=latency_s,
         measured_bytes_per_s={k: m for k, m in measured.items() if m is not None},
@@ -45,10 +47,11 @@ def _add_memory(graph: nx.MultiDiGraph, owner: str, index: int, memory: MemorySp
     )
     peak = memory.peak_bandwidth_bytes_per_s
     latency = (memory.latency_ns or 0.0) * units.NS
+    stream = _gb_s(memory.stream_bandwidth_gb_s)
     _link(graph, mem, owner, "memory", peak, latency,
-          access=_gb_s(memory.read_bandwidth_gb_s), stream=_gb_s(memory.stream_bandwidth_gb_s))
+          {"access": _gb_s(memory.read_bandwidth_gb_s), "stream": stream})
     _link(graph, owner, mem, "memory", peak, 0.0,
-          access=_gb_s(memory.write_bandwidth_gb_s), stream=_gb_s(memory.stream_bandwidth_gb_s))
+          {"access": _gb_s(memory.write_bandwidth_gb_s), "stream": stream})
     return mem
 
 
@@ -74,9 +77,9 @@ def _host_link(graph: nx.MultiDiGraph, gpu: str, cpu: str, link: HostLinkSpec,
     to_gpu_ns = (link.gpu_host_latency_ns or 0.0) - (cpu_mem.latency_ns or 0.0)
     to_cpu_ns = (link.cpu_device_latency_ns or 0.0) - (gpu_mem.latency_ns or 0.0)
     _link(graph, cpu, gpu, link.type, bandwidth, max(0.0, to_gpu_ns) * units.NS,
-          copy=_gb_s(link.h2d_copy_gb_s), access=_gb_s(link.gpu_read_host_gb_s))
+          {"copy": _gb_s(link.h2d_copy_gb_s), "access": _gb_s(link.gpu_read_host_gb_s)})
     _link(graph, gpu, cpu, link.type, bandwidth, max(0.0, to_cpu_ns) * units.NS,
-          copy=_gb_s(link.d2h_copy_gb_s), access=_gb_s(link.cpu_read_device_gb_s))
+          {"copy": _gb_s(link.d2h_copy_gb_s), "access": _gb_s(link.cpu_read_device_gb_s)})
 
 
 def _nvlink(graph: nx.MultiDiGraph, system: SystemSpec, gpu: GpuSpec) -> None:
@@ -93,7 +96,7 @@ def _nvlink(graph: nx.MultiDiGraph, system: SystemSpec, gpu: GpuSpec) -> None:
         graph.add_node("nvswitch", kind="nvswitch", scope=scope, count=1, chips=switches)
         for i in range(node.gpus):
             for u, v in ((f"gpu{i}", "nvswitch"), ("nvswitch", f"gpu{i}")):
-                _link(graph, u, v, "nvlink", nvlink.links * per_link, **measured)
+                _link(graph, u, v, "nvlink", nvlink.links * per_link, 0.0, measured)
         return
     peers = node.gpus - 1
     links = node.nvlink.links_per_peer or (nvlink.links // peers if peers else 0)

@@ -47,7 +47,9 @@ class ModelSpec(DocumentSpec):
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
         if self.heads % self.kv_heads:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+            raise ValueError(
+                f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
+            )
         if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(
                 f"hidden ({self.hidden}) is not a multiple of heads ({self.heads}); give head_dim"

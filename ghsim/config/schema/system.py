@@ -66,16 +66,19 @@ class NodeSpec(Spec):
     def _parts_fit(self) -> NodeSpec:
         for key, spec, want in (("gpu", self.gpu, "gpu"), ("cpu", self.cpu, "cpu")):
             if spec.type != want:
-                raise ValueError(f"{key} must be a hardware file of type {want!r}, got {spec.type!r}")
+                raise ValueError(
+                    f"{key} must be a hardware file of type {want!r}, got {spec.type!r}"
+                )
         if self.nics and (self.nic is None or self.nic.type != "nic"):
             raise ValueError("nics > 0 needs a nic: hardware file of type 'nic'")
         if self.gpus % self.cpus and self.cpus % self.gpus:
             raise ValueError(f"gpus ({self.gpus}) and cpus ({self.cpus}) must divide one another")
         if self.nics and self.gpus % self.nics and self.nics % self.gpus:
             raise ValueError(f"gpus ({self.gpus}) and nics ({self.nics}) must divide one another")
-        if self.nvlink.topology != "none" and self.gpus > 1 and self.gpu.gpu is not None:
-            if self.gpu.gpu.nvlink is None:
-                raise ValueError("nvlink.topology needs a gpu with an nvlink section")
+        gpu = self.gpu.gpu
+        uses_nvlink = self.nvlink.topology != "none" and self.gpus > 1
+        if uses_nvlink and gpu is not None and gpu.nvlink is None:
+            raise ValueError("nvlink.topology needs a gpu with an nvlink section")
         return self
 
 
@@ -144,9 +147,9 @@ class SystemSpec(DocumentSpec):
     def _fabric_needs_nics(self) -> SystemSpec:
         if self.fabric is not None and self.node.nics == 0:
             raise ValueError("a fabric needs node.nics > 0")
-        if self.nvlink_domain.nodes > 1 and self.node.gpu.gpu is not None:
-            if self.node.gpu.gpu.nvlink is None:
-                raise ValueError("an NVLink domain of several nodes needs GPUs with nvlink")
+        gpu = self.node.gpu.gpu
+        if self.nvlink_domain.nodes > 1 and gpu is not None and gpu.nvlink is None:
+            raise ValueError("an NVLink domain of several nodes needs GPUs with nvlink")
         return self
 
     @property

@@ -1,0 +1,136 @@
+"""Loading: references by name and path, inline mappings, overrides, YAML details."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ghsim.config import load_file, load_scenario, load_system, load_validation_points
+from ghsim.config.yamlio import parse_yaml
+from ghsim.errors import ConfigError, OverrideError
+
+SCENARIO = """\
+schema_version: 1
+kind: scenario
+name: mine
+system: {system}
+num_gpus: 16
+model: llama2-7b
+training: {{seq_len: 4096, micro_batch: 1, global_batch: 128, precision: bf16}}
+parallelism: {{tp: 2, pp: 2}}
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_names_resolve_and_dp_is_derived(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, "s.yaml", SCENARIO.format(system="dgx-h100")))
+    assert scenario.spec.system.node.gpu.name == "h100-sxm5-80gb"
+    assert scenario.spec.parallelism.dp == 4
+    assert scenario.layout.micro_batches == 32
+    assert scenario.name == "mine"
+
+
+def test_inline_mapping_wherever_a_name_can_stand(tmp_path: Path) -> None:
+    inline = "{name: tiny, node: {name: n, gpus: 8, gpu: h100-sxm5-80gb, cpus: 2, cpu: xeon-8480c,"
+    inline += " nvlink: {topology: switch}, nics: 0, nic_attach: gpu}}"
+    text = SCENARIO.format(system=inline).replace("num_gpus: 16", "num_gpus: 8")
+    text = text.replace("tp: 2, pp: 2", "tp: 8")
+    scenario = load_scenario(write(tmp_path, "s.yaml", text))
+    assert scenario.spec.system.name == "tiny"
+    assert scenario.spec.system.fabric is None
+
+
+def test_relative_path_reference_and_user_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system = (Path(__file__).parents[1] / "configs/systems/dgx-h200.yaml").read_text()
+    write(tmp_path, "configs/systems/my-dgx.yaml", system.replace("name: dgx-h200", "name: my-dgx"))
+    monkeypatch.chdir(tmp_path)
+    by_name = load_scenario(write(tmp_path, "runs/a.yaml", SCENARIO.format(system="my-dgx")))
+    assert by_name.spec.system.name == "my-dgx"
+    by_path = load_scenario(write(
+        tmp_path, "runs/b.yaml", SCENARIO.format(system="../configs/systems/my-dgx.yaml")))
+    assert by_path.spec.system.name == "my-dgx"
+
+
+def test_ghsim_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = (Path(__file__).parents[1] / "models/llama2-7b.yaml").read_text()
+    write(tmp_path / "lib", "models/my-model.yaml", model.replace("name: Llama 2 7B", "name: Mine"))
+    monkeypatch.setenv("GHSIM_PATH", str(tmp_path / "lib"))
+    text = SCENARIO.format(system="dgx-h100").replace("model: llama2-7b", "model: my-model")
+    assert load_scenario(write(tmp_path, "s.yaml", text)).spec.model.name == "Mine"
+
+
+def test_overrides_reach_into_referenced_files(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", SCENARIO.format(system="dgx-h100"))
+    before = path.read_bytes()
+    scenario = load_scenario(path, [
+        "parallelism.tp=4", "parallelism.pp=1", "system.node.gpu.gpu.memory.capacity_gib=96",
+        "training.precision=fp8", "model=llama3-8b",
+    ])
+    assert scenario.spec.parallelism.tp == 4
+    assert scenario.spec.system.node.gpu.gpu is not None
+    assert scenario.spec.system.node.gpu.gpu.memory.capacity_gib == 96
+    assert scenario.spec.model.name == "Llama 3 8B"
+    assert path.read_bytes() == before, "the user's file is never modified"
+
+
+def test_override_naming_an_unknown_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", SCENARIO.format(system="dgx-h100"))
+    with pytest.raises(OverrideError, match="did you mean 'tp'") as error:
+        load_scenario(path, ["parallelism.tpp=4"])
+    assert error.value.source == "--set parallelism.tpp=4"
+    with pytest.raises(OverrideError, match="num_gpus / \\(tp x pp x cp\\)"):
+        load_scenario(path, ["parallelism.dp=3"])
+
+
+def test_errors_name_the_file_that_holds_the_mistake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system = (Path(__file__).parents[1] / "configs/systems/dgx-h100.yaml").read_text()
+    bad = write(tmp_path, "configs/systems/bad.yaml", system.replace("gpus: 8", "gpus: -8"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as error:
+        load_scenario(write(tmp_path, "s.yaml", SCENARIO.format(system="bad")))
+    assert error.value.source == str(bad.relative_to(tmp_path))
+    assert error.value.key_path == "node.gpus"
+    assert "expected a number > 0, got -8" in error.value.line()
+
+
+def test_layout_errors(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.yaml", SCENARIO.format(system="dgx-h100"))
+    with pytest.raises(OverrideError, match="attention heads"):
+        load_scenario(path, ["parallelism.tp=3", "num_gpus=24"])
+    with pytest.raises(OverrideError, match="micro_batch x dp"):
+        load_scenario(path, ["training.global_batch=130"])
+
+
+def test_yaml_reads_numbers_and_booleans_as_people_write_them() -> None:
+    assert parse_yaml("a: 1e9\nb: 5e-3\nc: no\nd: true\ne: 1_000", "x") == {
+        "a": 1e9, "b": 5e-3, "c": "no", "d": True, "e": 1000}
+    with pytest.raises(ConfigError, match="given twice"):
+        parse_yaml("a: 1\na: 2", "x")
+
+
+def test_calibration_points_load(calibration_file: Path) -> None:
+    points = load_validation_points(calibration_file)
+    assert len(points.points) == 30
+    from ghsim.config import scenario_from_spec
+
+    for point in points.points:
+        scenario = scenario_from_spec(point.scenario, str(calibration_file))
+        assert scenario.spec.parallelism.dp == point.scenario.parallelism.dp
+
+
+def test_load_file_by_name() -> None:
+    assert load_file("dgx-h100").KIND == "system"
+    assert load_system("gh200-quad").node.gpus == 4
+    assert os.path.basename(str(load_scenario("llama3-8b-gh200").source)) == "llama3-8b-gh200.yaml"
