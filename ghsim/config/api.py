@@ -78,8 +78,9 @@ def scenario_from_spec(
         layout = derive_layout(spec)
     except LayoutProblem as problem:
         where = format_path(problem.path)
+        blamed = {where, *(format_path(path) for path in problem.related)}
         for text in reversed(overrides):
-            if text.partition("=")[0].strip() == where:
+            if text.partition("=")[0].strip() in blamed:
                 raise OverrideError(f"--set {text}", where, problem.message) from None
         raise LayoutError(source, where, problem.message) from None
     parallelism = ParallelismSpec.model_validate(

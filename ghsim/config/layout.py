@@ -15,9 +15,11 @@ from ghsim.config.schema import ScenarioSpec, SystemSpec
 class LayoutProblem(Exception):
     """A layout that cannot work, at a key path of the scenario."""
 
-    def __init__(self, path: KeyPath, message: str) -> None:
+    def __init__(self, path: KeyPath, message: str, related: tuple[KeyPath, ...] = ()) -> None:
         self.path = path
         self.message = message
+        self.related = related
+        """Other keys whose values the problem depends on (an override of one is to blame)."""
         super().__init__(message)
 
 
@@ -122,12 +124,15 @@ def derive_layout(spec: ScenarioSpec) -> Layout:
     """Check the scenario's layout and derive its sizes; raises :class:`LayoutProblem`."""
     par, training = spec.parallelism, spec.training
     nodes, per_node = nodes_for(spec.system, spec.num_gpus)
+    vp = par.vp or 1
+    _check_model_split(spec, vp)
     model_parallel = par.tp * par.pp * par.cp
     if spec.num_gpus % model_parallel:
         raise LayoutProblem(
             ("num_gpus",),
             f"expected a multiple of tp x pp x cp = {par.tp} x {par.pp} x {par.cp} = "
             f"{model_parallel}, got {spec.num_gpus}",
+            related=(("parallelism", "tp"), ("parallelism", "pp"), ("parallelism", "cp")),
         )
     dp = spec.num_gpus // model_parallel
     if par.dp is not None and par.dp != dp:
@@ -136,14 +141,13 @@ def derive_layout(spec: ScenarioSpec) -> Layout:
             f"expected num_gpus / (tp x pp x cp) = {spec.num_gpus} / {model_parallel} = {dp}, "
             f"got {par.dp}",
         )
-    vp = par.vp or 1
-    _check_model_split(spec, vp)
     per_step = training.micro_batch * dp
     if training.global_batch % per_step:
         raise LayoutProblem(
             ("training", "global_batch"),
             f"expected a multiple of micro_batch x dp = {training.micro_batch} x {dp} = "
             f"{per_step}, got {training.global_batch}",
+            related=(("training", "micro_batch"), ("parallelism", "dp"), ("num_gpus",)),
         )
     domain = min(spec.system.gpus_per_domain, spec.num_gpus)
     return Layout(

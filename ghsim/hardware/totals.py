@@ -71,5 +71,7 @@ def system_totals(graph: SystemGraph) -> SystemTotals:
         nvlink_bytes_per_s_per_gpu=per_gpu_nvlink,
         domain_bisection_bytes_per_s=domain_bisection,
         fabric_bisection_bytes_per_s=fabric_bisection,
-        fabric_switches_per_tier=graph.fabric.switches_per_tier if graph.fabric else (),
+        fabric_switches_per_tier=(
+            graph.fabric.switches_per_tier if graph.fabric and graph.num_domains > 1 else ()
+        ),
     )

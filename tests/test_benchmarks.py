@@ -1,0 +1,21 @@
+"""Speed and memory targets, run only with ``pytest -m benchmark`` (never in the default run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.benchmark
+def test_graph_builds_16384_gpus_under_2_s_and_1_gib() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_graph.py")],
+        capture_output=True, text=True, check=False,
+    )
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
