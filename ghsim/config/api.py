@@ -20,7 +20,7 @@ from ghsim.config.schema import (
     SystemSpec,
     ValidationPointsSpec,
 )
-from ghsim.config.search import display, locate_any
+from ghsim.config.search import display, locate_any, not_found_any_message
 from ghsim.errors import ConfigError, LayoutError, OverrideError
 
 SpecT = TypeVar("SpecT", bound=DocumentSpec)
@@ -102,6 +102,6 @@ def load_file(reference: str | Path, overrides: Sequence[str] = ()) -> DocumentS
     """Load a file of any kind, given by path or by name."""
     path = locate_any(str(reference))
     if path is None:
-        raise ConfigError(str(reference), "", "no such file, and no config of that name")
+        raise ConfigError(str(reference), "", not_found_any_message(str(reference)))
     spec, _ = load_tree(path, None, overrides)
     return spec

@@ -100,6 +100,16 @@ def display(path: Path) -> str:
         return str(path)
 
 
+def not_found_any_message(reference: str) -> str:
+    """What to tell a user whose command-line file is neither a path nor a known name."""
+    if is_path_like(reference):
+        return "file not found"
+    names = sorted({name for kind in KIND_DIRS for name in known_names(kind)})
+    close = difflib.get_close_matches(reference, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"no such file, and no shipped or local config of that name{hint}"
+
+
 def locate_any(reference: str) -> Path | None:
     """A file given on the command line: a path, or the name of any kind of file."""
     candidate = Path(reference).expanduser()
