@@ -20,7 +20,13 @@ from ghsim.config.schema_export import SCHEMA_KINDS, json_schema
 from ghsim.config.search import display, locate_any
 from ghsim.errors import InputError
 from ghsim.report import console as render
-from ghsim.report.views import document_view, model_view, scenario_view, system_view
+from ghsim.report.views import (
+    document_view,
+    model_view,
+    scenario_view,
+    system_view,
+    workload_view_of,
+)
 from ghsim.version import __version__
 
 
@@ -45,6 +51,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if isinstance(spec, ScenarioSpec):
         scenario = scenario_from_spec(spec, display(path) if path else args.file, args.overrides)
         view = scenario_view(scenario)
+        if args.workload:
+            view["workload"] = workload_view_of(scenario)
     elif isinstance(spec, SystemSpec):
         view = system_view(spec, args.gpus)
     elif isinstance(spec, ModelSpec):
@@ -63,6 +71,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         console.print_json(data=view)
     else:
         renderer(view, console)
+    if "workload" in view:
+        render.render_workload(view["workload"], console)
     return 0
 
 
@@ -97,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("file", metavar="FILE", help="a path, or the name of a shipped file")
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
+    inspect.add_argument("--workload", action="store_true",
+                         help="scenario only: lower it and show every rank class's work")
     inspect.add_argument("--gpus", type=_positive_int, default=None,
                          help="system only: size the totals for this many GPUs")
     inspect.add_argument("--seq-len", type=_positive_int, default=2048,

@@ -25,9 +25,10 @@ class InputError(GhsimError):
         super().__init__(self.line())
 
     def line(self) -> str:
-        """The one line shown to the user."""
+        """The one line shown to the user (control characters, newlines included, escaped)."""
         where = f"{self.source}: {self.key_path}" if self.key_path else self.source
-        return f"{where}: {self.message}"
+        text = f"{where}: {self.message}"
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 class ConfigError(InputError):

@@ -66,7 +66,13 @@ def describe(error: dict[str, Any], root: type[BaseModel]) -> str:
     if kind == "missing":
         return "required key is missing"
     if kind in _TYPE_WORDS:
+        slot = slot_at(root, loc)
+        if slot is not None and slot.ref is not None:
+            what = f"the name of a {slot.ref} file or a mapping of keys to values"
+            return f"expected {what}, got {show_value(given)}"
         return f"expected {_TYPE_WORDS[kind]}, got {show_value(given)}"
+    if kind == "invalid_key":
+        return f"expected string keys, got {loc[-1]}"
     if kind == "finite_number":
         return f"expected a finite number, got {show_value(given)}"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):

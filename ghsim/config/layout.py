@@ -149,11 +149,19 @@ def derive_layout(spec: ScenarioSpec) -> Layout:
             f"{per_step}, got {training.global_batch}",
             related=(("training", "micro_batch"), ("parallelism", "dp"), ("num_gpus",)),
         )
+    micro_batches = training.global_batch // per_step
+    if vp > 1 and micro_batches % par.pp:
+        raise LayoutProblem(
+            ("parallelism", "vp"),
+            f"the interleaved schedule needs the {micro_batches} micro-batches per step to be a "
+            f"multiple of pp ({par.pp})",
+            related=(("training", "global_batch"), ("parallelism", "pp")),
+        )
     domain = min(spec.system.gpus_per_domain, spec.num_gpus)
     return Layout(
         tp=par.tp, pp=par.pp, cp=par.cp, dp=dp, vp=vp,
         num_gpus=spec.num_gpus, gpus_per_node=per_node, num_nodes=nodes,
         gpus_per_domain=domain, num_domains=-(-spec.num_gpus // domain),
-        micro_batches=training.global_batch // per_step,
+        micro_batches=micro_batches,
         tokens_per_step=training.global_batch * training.seq_len,
     )

@@ -95,7 +95,10 @@ class _Tree:
         """An error at ``path`` attributed to the file or override that put it there."""
         prefix, file = self.file_at(path)
         for where, label in reversed(self.overrides):
-            if path[: len(where)] == where and (len(where) > len(prefix) or where == path):
+            # The override set the value at fault, a mapping above it, or a value inside the
+            # mapping at fault (a check across its keys, like heads and kv_heads).
+            related = path[: len(where)] == where or where[: len(path)] == path
+            if related and (len(where) > len(prefix) or where == path):
                 return OverrideError(label, format_path(path), message)
         return ConfigError(display(file), format_path(path[len(prefix):]), message)
 
@@ -110,7 +113,12 @@ class _Tree:
             raise self.error(path, exc.message) from None
         if target.resolve() in self.loading:
             raise self.error(path, f"reference cycle: {reference!r} refers back to itself")
-        document = read_document(target, kind)
+        if target.is_dir():
+            raise self.error(path, f"expected a {kind} file, but {reference!r} is a directory")
+        document = read_document(target, None)
+        if document["kind"] != kind:
+            found = f"{display(target)} is a {document['kind']} file"
+            raise self.error(path, f"expected the name or path of a {kind} file, but {found}")
         self.files.append((path, target))
         self.loading.append(target.resolve())
         slot = slot_at(self.root, path)
@@ -160,10 +168,24 @@ class _Tree:
         except ValidationError as exc:
             errors = exc.errors()
             first = errors[0]
+            if first["type"] == "missing":
+                # A missing key beside an unknown one is most likely that key misspelt.
+                misspelt = (
+                    e for e in errors
+                    if e["type"] == "extra_forbidden" and e["loc"][:-1] == first["loc"][:-1]
+                )
+                first = next(misspelt, first)
             message = describe(dict(first), self.root)
             if len(errors) > 1:
                 message += f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})"
-            loc = tuple(key for key in first["loc"] if key != "[key]")
+            raw = first["loc"]
+            # A mapping key (before "[key]", or the key of a non-string key) is not a list index.
+            loc = tuple(
+                str(key) if raw[i + 1 : i + 2] == ("[key]",) else key
+                for i, key in enumerate(raw) if key != "[key]"
+            )
+            if first["type"] == "invalid_key":
+                loc = loc[:-1]
             raise self.error(loc, message) from None
 
 

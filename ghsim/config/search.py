@@ -44,6 +44,23 @@ def search_roots(near: Path | None = None) -> list[Path]:
     return unique
 
 
+def _expand(reference: str) -> Path:
+    """``Path(reference).expanduser()``, leaving ``~nosuchuser`` as it is."""
+    try:
+        return Path(reference).expanduser()
+    except RuntimeError:
+        return Path(reference)
+
+
+def _probe(path: Path, is_file: bool = False) -> bool:
+    """Whether ``path`` exists (is a file), False when the OS cannot even look (a name too
+    long, a folder without permission)."""
+    try:
+        return path.is_file() if is_file else path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def is_path_like(reference: str) -> bool:
     """True when ``reference`` is a path rather than a bare name."""
     return "/" in reference or os.sep in reference or reference.endswith(_SUFFIXES)
@@ -51,11 +68,11 @@ def is_path_like(reference: str) -> bool:
 
 def find_path(reference: str, near: Path | None = None) -> Path | None:
     """Resolve a path-like reference relative to ``near`` (a folder), then the current folder."""
-    candidate = Path(reference).expanduser()
+    candidate = _expand(reference)
     if candidate.is_absolute():
-        return candidate if candidate.exists() else None
+        return candidate if _probe(candidate) else None
     for base in ([near] if near is not None else []) + [Path.cwd()]:
-        if (base / candidate).exists():
+        if _probe(base / candidate):
             return base / candidate
     return None
 
@@ -66,7 +83,7 @@ def find_named(kind: str, name: str, near: Path | None = None) -> Path | None:
         folder = root.joinpath(*KIND_DIRS[kind])
         for suffix in _SUFFIXES:
             candidate = folder / f"{name}{suffix}"
-            if candidate.is_file():
+            if _probe(candidate, is_file=True):
                 return candidate
     return None
 
@@ -112,8 +129,8 @@ def not_found_any_message(reference: str) -> str:
 
 def locate_any(reference: str) -> Path | None:
     """A file given on the command line: a path, or the name of any kind of file."""
-    candidate = Path(reference).expanduser()
-    if candidate.exists():
+    candidate = _expand(reference)
+    if _probe(candidate):
         return candidate
     if is_path_like(reference):
         return None

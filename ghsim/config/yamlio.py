@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from ghsim.config.diagnose import show_value
 from ghsim.config.search import display
 from ghsim.errors import ConfigError
 
@@ -107,8 +108,8 @@ def ensure_mapping(document: Any, source: str, key_path: str) -> dict[str, Any]:
     if document is None:
         raise ConfigError(source, key_path, "expected a mapping of keys to values, found nothing")
     if not isinstance(document, dict):
-        found = type(document).__name__
-        raise ConfigError(source, key_path, f"expected a mapping of keys to values, got a {found}")
+        found = show_value(document)
+        raise ConfigError(source, key_path, f"expected a mapping of keys to values, got {found}")
     for key in document:
         if not isinstance(key, str):
             raise ConfigError(source, key_path, f"expected string keys, got {key!r}")

@@ -164,3 +164,39 @@ def render_scenario(view: dict[str, Any], console: Console) -> None:
     table.add_row("HBM per GPU", format_bytes(view["hbm_capacity_bytes"]))
     console.print(table)
     console.print(_totals_table(view["totals"], "System at this size"))
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:.1f}"
+
+
+def render_workload(view: dict[str, Any], console: Console) -> None:
+    """The lowered step: per rank class, work, traffic and memory."""
+    table = Table(title=f"Workload: {view['num_rank_classes']} rank classes, {view['ops']:,} ops "
+                  f"for {view['num_gpus']:,} GPUs (memory and traffic in GiB per GPU per step)",
+                  title_justify="left")
+    columns = ("class", "ranks", "ops", "TFLOP", "recomp", "sent tp/cp/pp/dp", "states",
+               "activ.", "peak")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "class" else "right")
+    for c in view["rank_classes"]:
+        memory = c["memory_per_gpu_bytes"]
+        sent = c["collective_bytes_per_step"]
+        hardware = c["hardware_flops_per_step_per_gpu"]
+        recompute = hardware - c["model_flops_per_step_per_gpu"]
+        table.add_row(
+            c["name"], f"{c['multiplicity']:,}", f"{sum(c['ops_by_kind'].values()):,}",
+            f"{hardware / 1e12:,.0f}", f"{recompute / max(hardware, 1):.0%}",
+            "/".join(_gib(sent[k]) for k in ("tp", "cp", "pp", "dp")),
+            _gib(memory["weights"] + memory["gradients"] + memory["optimizer"]),
+            _gib(memory["activations"]), _gib(memory["peak"]),
+        )
+    console.print(table)
+    fits = "fits" if view["fits_in_hbm"] else "does NOT fit"
+    console.print(
+        f"Model FLOPs per step {view['model_flops_per_step']:.4g}, hardware FLOPs "
+        f"{view['hardware_flops_per_step']:.4g}. Peak memory "
+        f"{format_bytes(view['memory_per_gpu_bytes']['peak'])} on "
+        f"{view['memory_peak_rank_class']} {fits} in "
+        f"{format_bytes(view['hbm_capacity_bytes'])} of HBM."
+    )

@@ -10,7 +10,9 @@ from ghsim.config.schema.validation import ValidationPointsSpec
 from ghsim.hardware import SystemGraph, SystemTotals, build_graph, system_totals
 from ghsim.version import __version__
 from ghsim.workload import model_flops_per_token, parameter_count
+from ghsim.workload.lower import lower
 from ghsim.workload.states import model_state_bytes
+from ghsim.workload.summary import workload_view
 
 SEQ_LENS = (2048, 4096, 8192)
 
@@ -108,6 +110,13 @@ def scenario_view(scenario: Scenario) -> dict[str, Any]:
         "totals": totals_view(system_totals(graph)),
         "digest": scenario.digest(), "ghsim_version": __version__,
     }
+
+
+def workload_view_of(scenario: Scenario) -> dict[str, Any]:
+    """Lower the scenario and summarize its workload."""
+    gpu = scenario.spec.system.node.gpu.gpu
+    assert gpu is not None
+    return workload_view(lower(scenario), gpu.memory.capacity_bytes)
 
 
 def hardware_view(part: HardwareSpec) -> dict[str, Any]:

@@ -28,8 +28,10 @@ class Spec(BaseModel):
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
+MAX_INT = 2**53
+"""The largest integer a file may give: exact as a float, so sizes never overflow arithmetic."""
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_INT)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_INT)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
 Name = Annotated[str, Field(min_length=1)]
 

@@ -39,6 +39,10 @@ class ModelSpec(DocumentSpec):
     tied_embeddings: bool = False
     bias: bool = Field(default=False, description="Linear layers carry biases (GPT-2/3 style).")
     qk_norm: bool = Field(default=False, description="Per-head norms on queries and keys (Qwen3).")
+    dropout: float = Field(
+        default=0.0, ge=0.0, lt=1.0,
+        description="Hidden and attention dropout probability (Megatron GPT defaults: 0.1).",
+    )
     published_params: PositiveFloat | None = Field(
         default=None, description="The parameter count its authors publish, for checking."
     )

@@ -41,6 +41,12 @@ class ParallelismSpec(Spec):
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
     recompute: Literal["none", "selective", "full"] = "none"
+    overlap_grad_reduce: bool = Field(
+        default=True, description="Reduce gradient buckets during the backward pass."
+    )
+    overlap_param_gather: bool = Field(
+        default=True, description="ZeRO >= 1: gather updated weights during the next forward."
+    )
 
 
 class OffloadSpec(Spec):

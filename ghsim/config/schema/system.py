@@ -124,7 +124,7 @@ class FabricSpec(Spec):
     @property
     def leaf_down_ports(self) -> int:
         """Ports of a leaf switch facing NICs: radix x os / (1 + os)."""
-        return int(self.switch_radix * self.oversubscription / (1 + self.oversubscription))
+        return int(self.switch_radix * (self.oversubscription / (1 + self.oversubscription)))
 
 
 class SystemSpec(DocumentSpec):

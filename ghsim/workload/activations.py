@@ -1,0 +1,59 @@
+"""Activation memory that one layer keeps for its backward pass, per micro-batch, per rank.
+
+Tensor by tensor as in Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+Transformer Models", arXiv:2205.05198, section 4), generalized to grouped-query attention, gated
+MLPs, flash attention and context parallelism. For a GPT layer with dropout, standard attention
+and tensor parallelism ``t`` this reproduces their closed forms (bytes per layer):
+
+* no sequence parallelism:  ``s b h (10 + 24/t + 5 a s / (h t))``
+* sequence parallelism:     ``s b h (34/t + 5 a s / (h t))``
+* selective recompute + SP: ``s b h 34/t``
+* full recompute:           ``2 s b h`` (``/t`` with sequence parallelism)
+"""
+
+from __future__ import annotations
+
+from ghsim.workload.shapes import LayerShapes
+
+
+def layer_activation_bytes(s: LayerShapes) -> float:
+    """Bytes one layer stores between its forward and backward pass, for one micro-batch."""
+    e, h = s.act_bytes, s.hidden
+    t = s.tokens
+    outside = s.sp_tokens  # tensors outside the tensor-parallel region (split with SP)
+    if s.recompute == "full":
+        return outside * h * e  # only the layer's input
+    mask = 1 if s.dropout else 0  # one byte per element for each dropout mask
+    attention = (
+        outside * h * e  # norm input
+        + outside * h * e  # QKV GEMM input (SP keeps it sharded and re-gathers it)
+        + t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V
+        + t * s.q_width * e  # attention output: the projection's input
+        + outside * h * mask  # dropout mask after the projection
+    )
+    if s.recompute != "selective":
+        attention += _attention_core_bytes(s)
+    up = 2 * s.ffn if s.gated else s.ffn
+    mlp = (
+        outside * h * e  # norm input
+        + outside * h * e  # up-projection input
+        + t * up * e  # activation-function input
+        + t * s.ffn * e  # down-projection input
+        + outside * h * mask  # dropout mask
+    )
+    return float(attention + mlp)
+
+
+def _attention_core_bytes(s: LayerShapes) -> float:
+    """What the attention core keeps: the s x s scores (standard) or softmax statistics (flash)."""
+    if s.flash:
+        return float(s.heads * s.tokens * 4)  # one fp32 log-sum-exp per query and head
+    scores = s.heads * s.tokens * s.seq_len
+    if s.dropout:
+        return float(scores * (2 * s.act_bytes + 1))  # softmax output, dropout mask, its output
+    return float(scores * s.act_bytes)  # softmax output
+
+
+def head_activation_bytes(s: LayerShapes) -> float:
+    """The last stage's final norm input and FP32 logits kept for the loss's backward."""
+    return float(s.sp_tokens * s.hidden * s.act_bytes + s.tokens * s.vocab * 4)

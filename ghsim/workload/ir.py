@@ -1,0 +1,188 @@
+"""The workload IR: per-rank-class DAGs of operations, with buffers allocated and freed.
+
+Operations have closed kinds and open attributes (as Chakra's execution traces do):
+
+``compute``    GPU work: a sequence of kernels (and the tensor-parallel collectives Megatron
+               issues between them, which block the compute stream) run back to back;
+``copy``       bytes from one memory to another (H2D, D2H, peer);
+``collective`` a collective over a named group (tp, cp, dp, pp) on its communication stream;
+``send``/``recv`` pipeline point-to-point transfers to/from a peer stage;
+``cpu``        work on the host CPU (an optimizer step on Grace);
+``migrate``    unified-memory pages moved between tiers.
+
+Each op runs on one stream, in the order the stream lists it, once its dependencies are done.
+Buffers (weights, gradients, optimizer states, activations, workspace) are allocated and freed at
+op boundaries, in a named memory tier, so memory use can be replayed through the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ghsim.errors import InputError
+
+OpKind = Literal["compute", "copy", "collective", "send", "recv", "cpu", "migrate"]
+OP_KINDS: tuple[OpKind, ...] = ("compute", "copy", "collective", "send", "recv", "cpu", "migrate")
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
+BufferCategory = Literal["weights", "gradients", "optimizer", "activations", "workspace"]
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One GPU kernel: FLOPs, bytes moved to and from HBM, dtype and shape class."""
+
+    name: str
+    flops: float
+    bytes: float
+    dtype: str
+    shape: tuple[int, ...] = ()
+    """GEMM ``(m, n, k)``, or the tensor's dimensions for other kernels."""
+    klass: str = "elementwise"
+    """``gemm``, ``attention``, ``norm``, ``elementwise``, ``optimizer`` or ``loss``."""
+    recompute: bool = False
+    """Recomputed forward work: hardware FLOPs, not model FLOPs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Comm:
+    """A collective issued inside a compute op (tensor-parallel, context-parallel)."""
+
+    name: str
+    collective: CollectiveKind
+    group: str
+    bytes: float
+    """Message size: the full buffer each rank contributes or receives."""
+    group_size: int
+
+
+Step = Kernel | Comm
+
+
+@dataclass(slots=True)
+class Op:
+    """One node of a rank class's DAG."""
+
+    id: int
+    kind: OpKind
+    name: str
+    stream: str
+    deps: tuple[int, ...] = ()
+    body: tuple[Step, ...] = ()
+    """compute: the kernels and inline collectives it runs, in order."""
+    bytes: float = 0.0
+    """copy, collective, send, recv, migrate: the payload in bytes."""
+    flops: float = 0.0
+    """cpu: FLOPs of host work."""
+    attrs: dict[str, Any] = field(default_factory=dict)
+    """Open attributes: phase, micro-batch, chunk, layers, collective, group, peer, src/dst."""
+
+    def kernels(self) -> Iterator[Kernel]:
+        return (step for step in self.body if isinstance(step, Kernel))
+
+    def comms(self) -> Iterator[Comm]:
+        return (step for step in self.body if isinstance(step, Comm))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEvent:
+    """A buffer allocated (``bytes`` > 0) or freed (< 0) when op ``op`` completes (-1: at start)."""
+
+    op: int
+    buffer: str
+    category: BufferCategory
+    tier: str
+    bytes: float
+
+
+@dataclass(frozen=True)
+class Group:
+    """A communication group seen from one rank: its size and where its members sit."""
+
+    kind: str
+    size: int
+    nodes: int
+    """Nodes the group's members span."""
+    domains: int
+    """NVLink domains they span (1: all traffic stays on NVLink)."""
+    stride: int
+    """Distance between consecutive members' global ranks."""
+
+
+@dataclass
+class RankClass:
+    """Ranks that do identical work: simulated once, counted ``multiplicity`` times."""
+
+    name: str
+    stage: int
+    multiplicity: int
+    ops: list[Op]
+    memory: list[MemoryEvent]
+    groups: dict[str, Group]
+    first_rank: int
+    """Global rank of one member, for placing it on the system graph."""
+
+    def op(self, op_id: int) -> Op:
+        return self.ops[op_id]
+
+
+@dataclass
+class Workload:
+    """Everything every GPU does in one optimizer step, grouped into rank classes."""
+
+    classes: list[RankClass]
+    num_gpus: int
+    model_flops_per_step: float
+    """Whole job, Megatron convention (no recompute)."""
+    tokens_per_step: int
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hardware_flops_per_step(self) -> float:
+        """Whole job, recomputed work included (sum of kernel FLOPs over all ranks)."""
+        return sum(c.multiplicity * class_flops(c) for c in self.classes)
+
+
+def class_flops(rank_class: RankClass, recompute: bool | None = None) -> float:
+    """GPU kernel FLOPs of one rank of the class (only recomputed ones if ``recompute``)."""
+    return sum(
+        k.flops for op in rank_class.ops for k in op.kernels()
+        if recompute is None or k.recompute == recompute
+    )
+
+
+class WorkloadError(InputError):
+    """An imported or lowered workload that is not a valid DAG."""
+
+
+def check_dag(rank_class: RankClass, source: str = "workload") -> None:
+    """Check ids, dependencies and acyclicity; raise :class:`WorkloadError` naming the cycle."""
+    ops = rank_class.ops
+    for index, op in enumerate(ops):
+        if op.id != index:
+            raise WorkloadError(source, f"{rank_class.name}.ops[{index}]", f"id {op.id} != index")
+        for dep in op.deps:
+            if not 0 <= dep < len(ops) or dep == op.id:
+                raise WorkloadError(source, f"{rank_class.name}.ops[{index}]",
+                                    f"dependency {dep} names no other op")
+    state = [0] * len(ops)  # 0 new, 1 on the stack, 2 done
+    for root in range(len(ops)):
+        if state[root]:
+            continue
+        stack = [(root, iter(ops[root].deps))]
+        state[root] = 1
+        while stack:
+            node, deps = stack[-1]
+            nxt = next(deps, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif state[nxt] == 1:
+                cycle = [n for n, _ in stack[[n for n, _ in stack].index(nxt):]]
+                names = " -> ".join(ops[n].name for n in [*cycle, nxt])
+                raise WorkloadError(source, rank_class.name,
+                                    f"dependency cycle: {names}; remove one of these edges")
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                stack.append((nxt, iter(ops[nxt].deps)))

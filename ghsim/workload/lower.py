@@ -1,0 +1,290 @@
+"""Lowering a scenario into per-rank-class operation DAGs (one rank class per pipeline stage).
+
+Every pipeline stage is a rank class: its tp x cp x dp ranks do identical work, so the number of
+classes is ``pp`` whatever the data- or tensor-parallel size. Ops are emitted in the order each
+stream runs them, and every op depends on the op before it on its stream, so the DAG alone
+encodes the schedule; pipeline sends and receives pair up across classes by their ``tag``.
+
+Data parallelism follows Megatron-Core's distributed data parallel: gradients are reduced in
+buckets of ``max(40e6, 1e6 * dp)`` parameters (its default ``bucket_size``) as soon as the last
+micro-batch's backward pass of those layers is done (``overlap_grad_reduce``), by all-reduce
+(ZeRO 0) or reduce-scatter (ZeRO >= 1, the distributed optimizer); the updated parameters are
+all-gathered at the start of the next step, overlapped with its forward pass
+(``overlap_param_gather``). ZeRO 3 gathers each chunk's parameters before every pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ghsim.config import Scenario
+from ghsim.workload import kernels as K
+from ghsim.workload.activations import head_activation_bytes, layer_activation_bytes
+from ghsim.workload.ir import Kernel, MemoryEvent, Op, RankClass, Step, Workload, check_dag
+from ghsim.workload.modelsize import model_flops_per_token, parameter_count
+from ghsim.workload.placement import place_groups
+from ghsim.workload.schedule import Pass, pipeline_order
+from ghsim.workload.shapes import LayerShapes, layer_shapes
+
+_STATE_BYTES = {"fp32": (4, 4, 8), "bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp8": (2, 2, 12)}
+"""Bytes per parameter of weights, gradients and Adam state (ZeRO, arXiv:1910.02054 s3.1)."""
+ADAM_BYTES_PER_PARAM = 28
+"""Adam step traffic per parameter: read the gradient (2) and the FP32 master weight, momentum and
+variance (12), write those three (12) and the BF16 weight (2)."""
+
+
+@dataclass
+class _Chunk:
+    """One model chunk of a pipeline stage."""
+
+    index: int
+    virtual_stage: int
+    layers: int
+    first: bool
+    last: bool
+    params: float
+    """Parameters of this chunk on one rank (divided by tp)."""
+
+
+@dataclass
+class _Builder:
+    """Appends ops to one rank class, chaining each op to the previous op on its stream."""
+
+    ops: list[Op] = field(default_factory=list)
+    memory: list[MemoryEvent] = field(default_factory=list)
+    tails: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str, name: str, stream: str, deps: tuple[int, ...] = (),
+            body: tuple[Step, ...] = (), nbytes: float = 0.0, **attrs: Any) -> int:
+        op_id = len(self.ops)
+        chain = (self.tails[stream],) if stream in self.tails else ()
+        all_deps = tuple(sorted({*chain, *(d for d in deps if d >= 0)}))
+        self.ops.append(Op(op_id, kind, name, stream, all_deps, body, nbytes,  # type: ignore[arg-type]
+                           attrs=attrs))
+        self.tails[stream] = op_id
+        return op_id
+
+    def alloc(self, op: int, buffer: str, category: str, nbytes: float) -> None:
+        if nbytes:
+            self.memory.append(MemoryEvent(op, buffer, category, "hbm", nbytes))  # type: ignore[arg-type]
+
+
+def _chunks(scenario: Scenario, stage: int) -> list[_Chunk]:
+    spec, layout = scenario.spec, scenario.layout
+    count = parameter_count(spec.model)
+    per_chunk = spec.model.layers // (layout.pp * layout.vp)
+    total_virtual = layout.pp * layout.vp
+    chunks = []
+    for c in range(layout.vp):
+        v = c * layout.pp + stage
+        first, last = v == 0, v == total_virtual - 1
+        params = per_chunk * count.per_layer
+        params += count.embedding if first else 0
+        if last:
+            output = count.output or (count.embedding if layout.pp > 1 else 0)
+            params += output + count.final_norm
+        chunks.append(_Chunk(c, v, per_chunk, first, last, params / layout.tp))
+    return chunks
+
+
+def _forward_body(chunk: _Chunk, s: LayerShapes) -> tuple[Step, ...]:
+    body = K.embedding_forward(s) if chunk.first else []
+    body += K.layer_forward(s) * chunk.layers
+    body += K.head_forward(s) if chunk.last else []
+    return tuple(body)
+
+
+def _backward_bodies(chunk: _Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
+    """The chunk's backward pass, split into one body per gradient bucket (last layers first)."""
+    layer = K.layer_backward(s)
+    bodies = []
+    for index, layers in enumerate(buckets):
+        body = K.head_backward(s) if chunk.last and index == 0 else []
+        body += layer * layers
+        body += K.embedding_backward(s) if chunk.first and index == len(buckets) - 1 else []
+        bodies.append(tuple(body))
+    return bodies
+
+
+def _buckets(chunk: _Chunk, per_layer_params: float, bucket_params: float) -> list[int]:
+    """Layers per gradient bucket, in backward order."""
+    if chunk.layers == 0:
+        return [0]
+    per_bucket = max(1, int(bucket_params // max(per_layer_params, 1.0)) + 1)
+    sizes = [per_bucket] * (chunk.layers // per_bucket)
+    if chunk.layers % per_bucket:
+        sizes.append(chunk.layers % per_bucket)
+    return sizes
+
+
+class _StageLowering:
+    """Lowers one pipeline stage."""
+
+    def __init__(self, scenario: Scenario, stage: int) -> None:
+        self.scenario = scenario
+        self.layout = scenario.layout
+        self.par = scenario.spec.parallelism
+        self.stage = stage
+        self.shapes = layer_shapes(scenario.spec, scenario.layout)
+        self.chunks = _chunks(scenario, stage)
+        self.b = _Builder()
+        w, g, o = _STATE_BYTES[scenario.spec.training.precision]
+        self.state_bytes = (w, g, o)
+        self.per_layer_params = parameter_count(scenario.spec.model).per_layer / self.layout.tp
+        self.bucket_size = max(40e6, 1e6 * self.layout.dp)
+        self.grad_ops: list[int] = []
+        self.param_gather: dict[int, int] = {}
+
+    @property
+    def zero(self) -> int:
+        return self.par.zero_stage
+
+    def _boundary_bytes(self) -> float:
+        s = self.shapes
+        return float(s.sp_tokens * s.hidden * s.act_bytes)
+
+    def states(self) -> None:
+        w, g, o = self.state_bytes
+        params = sum(c.params for c in self.chunks)
+        dp = self.layout.dp
+        self.b.alloc(-1, "weights", "weights", params * w / (dp if self.zero >= 3 else 1))
+        self.b.alloc(-1, "gradients", "gradients", params * g / (dp if self.zero >= 2 else 1))
+        self.b.alloc(-1, "optimizer", "optimizer", params * o / (dp if self.zero >= 1 else 1))
+
+    def gather_params(self, chunk: _Chunk, tag: str) -> int:
+        """A data-parallel all-gather of the chunk's updated weights (ZeRO >= 1)."""
+        if self.zero == 0 or self.layout.dp == 1:
+            return -1
+        nbytes = chunk.params * self.state_bytes[0]
+        op = self.b.add("collective", f"dp.param_all_gather.c{chunk.index}.{tag}", "dp",
+                        nbytes=nbytes, collective="all_gather", group="dp",
+                        group_size=self.layout.dp, chunk=chunk.index)
+        if self.zero >= 3:
+            self.b.alloc(op, f"gathered.c{chunk.index}", "workspace", nbytes)
+        return op
+
+    def forward(self, p: Pass, chunk: _Chunk) -> None:
+        deps = []
+        if not chunk.first:
+            deps.append(self.b.add("recv", f"recv_act.mb{p.microbatch}.c{chunk.index}", "pp_recv",
+                                   nbytes=self._boundary_bytes(), peer_stage=self.stage - 1,
+                                   tag=("act", p.microbatch, chunk.virtual_stage)))
+        if self.zero >= 3:
+            deps.append(self.gather_params(chunk, f"F{p.microbatch}"))
+        elif p.microbatch == 0:
+            deps.append(self.param_gather.get(chunk.index, -1))
+        op = self.b.add("compute", f"F.mb{p.microbatch}.c{chunk.index}", "compute", tuple(deps),
+                        _forward_body(chunk, self.shapes), phase="F", microbatch=p.microbatch,
+                        chunk=chunk.index, layers=chunk.layers)
+        activations = chunk.layers * layer_activation_bytes(self.shapes)
+        activations += head_activation_bytes(self.shapes) if chunk.last else 0.0
+        self.b.alloc(op, f"act.mb{p.microbatch}.c{chunk.index}", "activations", activations)
+        if self.zero >= 3:
+            self.b.alloc(op, f"gathered.c{chunk.index}", "workspace",
+                         -chunk.params * self.state_bytes[0])
+        if not chunk.last:
+            self.b.add("send", f"send_act.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
+                       nbytes=self._boundary_bytes(), peer_stage=self.stage + 1,
+                       tag=("act", p.microbatch, chunk.virtual_stage + 1))
+
+    def backward(self, p: Pass, chunk: _Chunk, final: bool) -> None:
+        deps = []
+        if not chunk.last:
+            deps.append(self.b.add("recv", f"recv_grad.mb{p.microbatch}.c{chunk.index}",
+                                   "pp_recv", nbytes=self._boundary_bytes(),
+                                   peer_stage=self.stage + 1,
+                                   tag=("grad", p.microbatch, chunk.virtual_stage)))
+        if self.zero >= 3:
+            deps.append(self.gather_params(chunk, f"B{p.microbatch}"))
+        buckets = _buckets(chunk, self.per_layer_params, self.bucket_size) if final else [
+            chunk.layers]
+        bodies = _backward_bodies(chunk, self.shapes, buckets)
+        op = -1
+        for index, (layers, body) in enumerate(zip(buckets, bodies, strict=True)):
+            op = self.b.add("compute", f"B.mb{p.microbatch}.c{chunk.index}.b{index}", "compute",
+                            tuple(deps), body, phase="B", microbatch=p.microbatch,
+                            chunk=chunk.index, layers=layers)
+            if final:
+                self.grad_ops.append(
+                    self.reduce_gradients(chunk, layers, index, len(buckets), op))
+        self.b.alloc(op, f"act.mb{p.microbatch}.c{chunk.index}", "activations",
+                     -(chunk.layers * layer_activation_bytes(self.shapes)
+                       + (head_activation_bytes(self.shapes) if chunk.last else 0.0)))
+        if not chunk.first:
+            self.b.add("send", f"send_grad.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
+                       nbytes=self._boundary_bytes(), peer_stage=self.stage - 1,
+                       tag=("grad", p.microbatch, chunk.virtual_stage - 1))
+
+    def bucket_params(self, chunk: _Chunk, layers: int, index: int, buckets: int) -> float:
+        """Parameters whose gradients bucket ``index`` holds (the head's go with the first
+        bucket, the embedding's with the last, as the backward pass produces them)."""
+        count = parameter_count(self.scenario.spec.model)
+        tp = self.layout.tp
+        params = layers * self.per_layer_params
+        if chunk.last and index == 0:
+            params += chunk.params - chunk.layers * self.per_layer_params
+            params -= count.embedding / tp if chunk.first else 0.0
+        if chunk.first and index == buckets - 1:
+            params += count.embedding / tp
+        return params
+
+    def reduce_gradients(self, chunk: _Chunk, layers: int, index: int, buckets: int,
+                         after: int) -> int:
+        """Reduce one bucket's gradients over the data-parallel group."""
+        if self.layout.dp == 1:
+            return after
+        params = self.bucket_params(chunk, layers, index, buckets)
+        collective = "reduce_scatter" if self.zero >= 1 else "all_reduce"
+        deps = (after,) if self.par.overlap_grad_reduce else (self.b.tails["compute"],)
+        return self.b.add("collective", f"dp.grad_{collective}.c{chunk.index}.b{index}", "dp",
+                          deps, nbytes=params * self.state_bytes[1], collective=collective,
+                          group="dp", group_size=self.layout.dp, chunk=chunk.index)
+
+    def optimizer(self) -> None:
+        deps = list(self.grad_ops)
+        tied = self.scenario.spec.model.tied_embeddings and self.layout.pp > 1
+        if tied and (self.chunks[0].first or self.chunks[-1].last):
+            count = parameter_count(self.scenario.spec.model)
+            deps.append(self.b.add(
+                "collective", "embedding.grad_all_reduce", "pp_embedding",
+                (self.b.tails["compute"],), nbytes=count.embedding / self.layout.tp
+                * self.state_bytes[1], collective="all_reduce", group="pp", group_size=2))
+        params = sum(c.params for c in self.chunks) / (self.layout.dp if self.zero >= 1 else 1)
+        adam = Kernel("adam", 0.0, params * ADAM_BYTES_PER_PARAM, "fp32", (int(params),),
+                      "optimizer")
+        self.b.add("compute", "optimizer.adam", "compute", tuple(deps), (adam,), phase="optimizer")
+
+    def lower(self) -> RankClass:
+        self.states()
+        if self.par.overlap_param_gather:
+            for chunk in self.chunks:
+                self.param_gather[chunk.index] = self.gather_params(chunk, "prefetch")
+        order = pipeline_order(self.stage, self.layout.pp, self.layout.vp,
+                               self.layout.micro_batches)
+        last_backward = {p.chunk: i for i, p in enumerate(order) if p.phase == "B"}
+        for i, p in enumerate(order):
+            chunk = self.chunks[p.chunk]
+            if p.phase == "F":
+                self.forward(p, chunk)
+            else:
+                self.backward(p, chunk, final=last_backward[p.chunk] == i)
+        self.optimizer()
+        if not self.par.overlap_param_gather and self.zero in (1, 2):
+            for chunk in self.chunks:
+                self.gather_params(chunk, "after_step")
+        l = self.layout
+        first_rank = self.stage * l.tp * l.cp * l.dp
+        return RankClass(f"stage{self.stage}", self.stage, l.tp * l.cp * l.dp, self.b.ops,
+                         self.b.memory, place_groups(l, first_rank), first_rank)
+
+
+def lower(scenario: Scenario) -> Workload:
+    """Lower ``scenario`` into its workload: one rank class per pipeline stage."""
+    classes = [_StageLowering(scenario, stage).lower() for stage in range(scenario.layout.pp)]
+    for rank_class in classes:
+        check_dag(rank_class, scenario.source)
+    per_token = model_flops_per_token(scenario.spec.model, scenario.spec.training.seq_len)
+    tokens = scenario.layout.tokens_per_step
+    return Workload(classes, scenario.layout.num_gpus, per_token * tokens, tokens,
+                    attrs={"scenario": scenario.name})
