@@ -24,7 +24,7 @@ def layer_activation_bytes(s: LayerShapes) -> float:
     if s.recompute == "full":
         return outside * h * e  # only the layer's input
     mask = 1 if s.dropout else 0  # one byte per element for each dropout mask
-    attention = (
+    attention = float(
         outside * h * e  # norm input
         + outside * h * e  # QKV GEMM input (SP keeps it sharded and re-gathers it)
         + t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V
@@ -34,7 +34,7 @@ def layer_activation_bytes(s: LayerShapes) -> float:
     if s.recompute != "selective":
         attention += _attention_core_bytes(s)
     up = 2 * s.ffn if s.gated else s.ffn
-    mlp = (
+    mlp = float(
         outside * h * e  # norm input
         + outside * h * e  # up-projection input
         + t * up * e  # activation-function input

@@ -135,8 +135,13 @@ _NO_SP_BACKWARD = {"proj.all_reduce": "ln1.bwd_all_reduce", "mlp.all_reduce": "l
 def _recomputed(forward: list[Step], s: LayerShapes) -> list[Step]:
     """Forward work redone before the backward pass, marked as recompute."""
     if s.recompute == "full":
-        return [replace(step, recompute=True) if isinstance(step, Kernel) else step
-                for step in forward]
+        redone: list[Step] = []
+        for step in forward:
+            if isinstance(step, Kernel):
+                redone.append(replace(step, recompute=True))
+            else:
+                redone.append(step)
+        return redone
     if s.recompute == "selective":
         return [replace(k, recompute=True) for k in attention_core(s)]
     return []

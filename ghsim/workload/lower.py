@@ -273,10 +273,10 @@ class _StageLowering:
         if not self.par.overlap_param_gather and self.zero in (1, 2):
             for chunk in self.chunks:
                 self.gather_params(chunk, "after_step")
-        l = self.layout
-        first_rank = self.stage * l.tp * l.cp * l.dp
-        return RankClass(f"stage{self.stage}", self.stage, l.tp * l.cp * l.dp, self.b.ops,
-                         self.b.memory, place_groups(l, first_rank), first_rank)
+        replicas = self.layout.tp * self.layout.cp * self.layout.dp
+        first_rank = self.stage * replicas
+        return RankClass(f"stage{self.stage}", self.stage, replicas, self.b.ops,
+                         self.b.memory, place_groups(self.layout, first_rank), first_rank)
 
 
 def lower(scenario: Scenario) -> Workload:

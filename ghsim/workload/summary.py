@@ -11,31 +11,34 @@ from dataclasses import dataclass
 
 from ghsim.workload.ir import Comm, MemoryEvent, Op, RankClass, Workload, class_flops
 
-_WIRE = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-         "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
-         "broadcast": lambda n: 1.0}
 GROUP_KINDS = ("tp", "cp", "pp", "dp")
 
 
 def wire_bytes(collective: str, message_bytes: float, group_size: int) -> float:
     """Bytes one rank sends for one collective of ``message_bytes`` over ``group_size`` ranks."""
-    if group_size <= 1:
+    n = group_size
+    if n <= 1:
         return 0.0
-    return _WIRE[collective](group_size) * message_bytes
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n * message_bytes
+    if collective == "broadcast":
+        return message_bytes
+    return (n - 1) / n * message_bytes  # all-gather, reduce-scatter, all-to-all
 
 
 def collective_bytes(rank_class: RankClass) -> dict[str, float]:
     """Bytes one rank of the class sends per step, per group kind."""
-    sent: Counter[str] = Counter({kind: 0.0 for kind in GROUP_KINDS})
+    sent: dict[str, float] = dict.fromkeys(GROUP_KINDS, 0.0)
     for op in rank_class.ops:
         for comm in op.comms():
             sent[comm.group] += wire_bytes(comm.collective, comm.bytes, comm.group_size)
         if op.kind == "collective":
-            sent[op.attrs["group"]] += wire_bytes(op.attrs["collective"], op.bytes,
+            group = op.attrs["group"]
+            sent[group] = sent.get(group, 0.0) + wire_bytes(op.attrs["collective"], op.bytes,
                                                   op.attrs["group_size"])
         elif op.kind == "send":
             sent["pp"] += op.bytes
-    return dict(sent)
+    return sent
 
 
 @dataclass(frozen=True)
@@ -57,11 +60,11 @@ class MemoryProfile:
 
 def memory_profile(rank_class: RankClass) -> MemoryProfile:
     """Replay the class's allocations in program order and report the peaks."""
-    static: Counter[str] = Counter()
+    static: dict[str, float] = {}
     by_op: dict[int, list[MemoryEvent]] = {}
     for event in rank_class.memory:
         if event.op < 0:
-            static[event.category] += event.bytes
+            static[event.category] = static.get(event.category, 0.0) + event.bytes
         else:
             by_op.setdefault(event.op, []).append(event)
     live = float(sum(static.values()))
@@ -74,7 +77,8 @@ def memory_profile(rank_class: RankClass) -> MemoryProfile:
                 activations += event.bytes
                 peak_activations = max(peak_activations, activations)
         peak = max(peak, live)
-    return MemoryProfile(static["weights"], static["gradients"], static["optimizer"],
+    return MemoryProfile(static.get("weights", 0.0), static.get("gradients", 0.0),
+                         static.get("optimizer", 0.0),
                          peak_activations, peak)
 
 
