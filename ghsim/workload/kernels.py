@@ -132,18 +132,19 @@ _BACKWARD_COMM = {  # forward collective -> what its backward runs
 _NO_SP_BACKWARD = {"proj.all_reduce": "ln1.bwd_all_reduce", "mlp.all_reduce": "ln2.bwd_all_reduce"}
 
 
+def _as_recompute(kernel: Kernel) -> Kernel:
+    return replace(kernel, recompute=True)
+
+
 def _recomputed(forward: list[Step], s: LayerShapes) -> list[Step]:
     """Forward work redone before the backward pass, marked as recompute."""
     if s.recompute == "full":
         redone: list[Step] = []
         for step in forward:
-            if isinstance(step, Kernel):
-                redone.append(replace(step, recompute=True))
-            else:
-                redone.append(step)
+            redone.append(_as_recompute(step) if isinstance(step, Kernel) else step)
         return redone
     if s.recompute == "selective":
-        return [replace(k, recompute=True) for k in attention_core(s)]
+        return [_as_recompute(k) for k in attention_core(s) if isinstance(k, Kernel)]
     return []
 
 
