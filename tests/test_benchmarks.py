@@ -19,3 +19,13 @@ def test_graph_builds_16384_gpus_under_2_s_and_1_gib() -> None:
     )
     print(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.benchmark
+def test_lowering_gpt3_mlperf_under_1_s_and_500_mib() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_lower.py")],
+        capture_output=True, text=True, check=False,
+    )
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr

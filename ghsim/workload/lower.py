@@ -135,6 +135,22 @@ class _StageLowering:
         self.bucket_size = max(40e6, 1e6 * self.layout.dp)
         self.grad_ops: list[int] = []
         self.param_gather: dict[int, int] = {}
+        # Bodies and activation sizes are the same for every micro-batch: build them once.
+        self.forward_bodies = {c.index: _forward_body(c, self.shapes) for c in self.chunks}
+        self.backward_bodies: dict[tuple[int, tuple[int, ...]], list[tuple[Step, ...]]] = {}
+        per_layer = layer_activation_bytes(self.shapes)
+        head = head_activation_bytes(self.shapes)
+        self.activations = {c.index: c.layers * per_layer + (head if c.last else 0.0)
+                            for c in self.chunks}
+
+    @property
+    def previous_stage(self) -> int:
+        """The stage activations come from (the last stage, for stage 0's later chunks)."""
+        return (self.stage - 1) % self.layout.pp
+
+    @property
+    def next_stage(self) -> int:
+        return (self.stage + 1) % self.layout.pp
 
     @property
     def zero(self) -> int:
@@ -168,24 +184,23 @@ class _StageLowering:
         deps = []
         if not chunk.first:
             deps.append(self.b.add("recv", f"recv_act.mb{p.microbatch}.c{chunk.index}", "pp_recv",
-                                   nbytes=self._boundary_bytes(), peer_stage=self.stage - 1,
+                                   nbytes=self._boundary_bytes(), peer_stage=self.previous_stage,
                                    tag=("act", p.microbatch, chunk.virtual_stage)))
         if self.zero >= 3:
             deps.append(self.gather_params(chunk, f"F{p.microbatch}"))
         elif p.microbatch == 0:
             deps.append(self.param_gather.get(chunk.index, -1))
         op = self.b.add("compute", f"F.mb{p.microbatch}.c{chunk.index}", "compute", tuple(deps),
-                        _forward_body(chunk, self.shapes), phase="F", microbatch=p.microbatch,
+                        self.forward_bodies[chunk.index], phase="F", microbatch=p.microbatch,
                         chunk=chunk.index, layers=chunk.layers)
-        activations = chunk.layers * layer_activation_bytes(self.shapes)
-        activations += head_activation_bytes(self.shapes) if chunk.last else 0.0
-        self.b.alloc(op, f"act.mb{p.microbatch}.c{chunk.index}", "activations", activations)
+        self.b.alloc(op, f"act.mb{p.microbatch}.c{chunk.index}", "activations",
+                     self.activations[chunk.index])
         if self.zero >= 3:
             self.b.alloc(op, f"gathered.c{chunk.index}", "workspace",
                          -chunk.params * self.state_bytes[0])
         if not chunk.last:
             self.b.add("send", f"send_act.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
-                       nbytes=self._boundary_bytes(), peer_stage=self.stage + 1,
+                       nbytes=self._boundary_bytes(), peer_stage=self.next_stage,
                        tag=("act", p.microbatch, chunk.virtual_stage + 1))
 
     def backward(self, p: Pass, chunk: _Chunk, final: bool) -> None:
@@ -193,13 +208,16 @@ class _StageLowering:
         if not chunk.last:
             deps.append(self.b.add("recv", f"recv_grad.mb{p.microbatch}.c{chunk.index}",
                                    "pp_recv", nbytes=self._boundary_bytes(),
-                                   peer_stage=self.stage + 1,
+                                   peer_stage=self.next_stage,
                                    tag=("grad", p.microbatch, chunk.virtual_stage)))
         if self.zero >= 3:
             deps.append(self.gather_params(chunk, f"B{p.microbatch}"))
         buckets = _buckets(chunk, self.per_layer_params, self.bucket_size) if final else [
             chunk.layers]
-        bodies = _backward_bodies(chunk, self.shapes, buckets)
+        key = (chunk.index, tuple(buckets))
+        if key not in self.backward_bodies:
+            self.backward_bodies[key] = _backward_bodies(chunk, self.shapes, buckets)
+        bodies = self.backward_bodies[key]
         op = -1
         for index, (layers, body) in enumerate(zip(buckets, bodies, strict=True)):
             op = self.b.add("compute", f"B.mb{p.microbatch}.c{chunk.index}.b{index}", "compute",
@@ -209,11 +227,10 @@ class _StageLowering:
                 self.grad_ops.append(
                     self.reduce_gradients(chunk, layers, index, len(buckets), op))
         self.b.alloc(op, f"act.mb{p.microbatch}.c{chunk.index}", "activations",
-                     -(chunk.layers * layer_activation_bytes(self.shapes)
-                       + (head_activation_bytes(self.shapes) if chunk.last else 0.0)))
+                     -self.activations[chunk.index])
         if not chunk.first:
             self.b.add("send", f"send_grad.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
-                       nbytes=self._boundary_bytes(), peer_stage=self.stage - 1,
+                       nbytes=self._boundary_bytes(), peer_stage=self.previous_stage,
                        tag=("grad", p.microbatch, chunk.virtual_stage - 1))
 
     def bucket_params(self, chunk: _Chunk, layers: int, index: int, buckets: int) -> float:

@@ -1,0 +1,224 @@
+"""Lowering: FLOPs, collective bytes and activation memory against closed forms; DAG properties."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ghsim.config import Scenario, load_scenario, scenario_from_spec
+from ghsim.config.layout import LayoutProblem
+from ghsim.config.schema import ScenarioSpec
+from ghsim.workload.ir import Op, Workload, check_dag, class_flops
+from ghsim.workload.lower import lower
+from ghsim.workload.modelsize import model_flops_per_token, parameter_count
+from ghsim.workload.summary import collective_bytes, memory_profile
+
+GPT = {"name": "gpt-test", "layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 16,
+       "ffn_hidden": 4096, "vocab": 32000, "gated_mlp": False, "dropout": 0.1}
+LLAMA = {"name": "llama-test", "layers": 8, "hidden": 1024, "heads": 16, "kv_heads": 4,
+         "ffn_hidden": 2816, "vocab": 32000, "gated_mlp": True, "norm": "rmsnorm"}
+
+
+def scenario(num_gpus: int = 8, model: dict[str, object] | None = None, **par: object) -> Scenario:
+    training = {"seq_len": 2048, "micro_batch": 1, "global_batch": 64, "precision": "bf16",
+                "attention": "flash"}
+    for key in ("seq_len", "micro_batch", "global_batch", "precision", "attention"):
+        if key in par:
+            training[key] = par.pop(key)  # type: ignore[assignment]
+    spec = ScenarioSpec.model_validate({
+        "name": "test", "system": _system(), "num_gpus": num_gpus, "model": model or LLAMA,
+        "training": training, "parallelism": par,
+    })
+    return scenario_from_spec(spec, "test")
+
+
+def _system() -> object:
+    from ghsim.config import load_system
+
+    return load_system("dgx-h100")
+
+
+def run_to_completion(workload: Workload) -> None:
+    """Execute every class's DAG in zero time, a recv waiting for its matching send.
+
+    Fails if the DAG deadlocks (some op can never run) or a send has no receiver.
+    """
+    sends: dict[tuple[object, ...], tuple[int, Op]] = {}
+    recvs: dict[tuple[object, ...], tuple[int, Op]] = {}
+    for c in workload.classes:
+        for op in c.ops:
+            if op.kind in ("send", "recv"):
+                book = sends if op.kind == "send" else recvs
+                key = (op.attrs["tag"], c.stage if op.kind == "send" else op.attrs["peer_stage"])
+                assert key not in book, f"duplicate {op.kind} {key}"
+                book[key] = (c.stage, op)
+    assert set(sends) == set(recvs), "every send has exactly one matching receive"
+    for key, (_, send) in sends.items():
+        assert recvs[key][1].bytes == send.bytes
+    done = [[False] * len(c.ops) for c in workload.classes]
+    sent: set[tuple[object, ...]] = set()
+    waiting = [0] * len(workload.classes)
+    dependents = [{i: [] for i in range(len(c.ops))} for c in workload.classes]
+    for s, c in enumerate(workload.classes):
+        for op in c.ops:
+            waiting_for = len(op.deps)
+            for d in op.deps:
+                dependents[s][d].append(op.id)
+            op.attrs["_left"] = waiting_for
+    ready = deque((s, op.id) for s, c in enumerate(workload.classes) for op in c.ops
+                  if not op.deps)
+    blocked: dict[tuple[object, ...], tuple[int, int]] = {}
+    finished = 0
+    while ready:
+        s, i = ready.popleft()
+        op = workload.classes[s].ops[i]
+        if op.kind == "recv":
+            key = (op.attrs["tag"], op.attrs["peer_stage"])
+            if key not in sent:
+                blocked[key] = (s, i)
+                continue
+        done[s][i] = True
+        finished += 1
+        if op.kind == "send":
+            key = (op.attrs["tag"], workload.classes[s].stage)
+            sent.add(key)
+            if key in blocked:
+                ready.append(blocked.pop(key))
+        for j in dependents[s][i]:
+            nxt = workload.classes[s].ops[j]
+            nxt.attrs["_left"] -= 1
+            if nxt.attrs["_left"] == 0:
+                ready.append((s, j))
+    del waiting
+    total = sum(len(c.ops) for c in workload.classes)
+    assert finished == total, f"deadlock: {total - finished} ops never ran"
+
+
+def test_model_flops_match_the_megatron_formula() -> None:
+    sc = load_scenario("gpt3-175b-mlperf-h100-10752")
+    workload = lower(sc)
+    lowered = sum(c.multiplicity * class_flops(c, recompute=False) for c in workload.classes)
+    per_token = model_flops_per_token(sc.spec.model, sc.spec.training.seq_len)
+    assert lowered == pytest.approx(per_token * sc.layout.tokens_per_step, rel=0.005)
+    assert len(workload.classes) == sc.layout.pp == 8  # one class per stage, whatever dp is
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_hardware_flops_add_exactly_the_recomputed_work(recompute: str) -> None:
+    sc = scenario(8, GPT, tp=2, pp=2, recompute=recompute, sequence_parallel=True,
+                  attention="standard")
+    workload = lower(sc)
+    extra = workload.hardware_flops_per_step - workload.model_flops_per_step
+    m = GPT
+    h, s, layers = m["hidden"], 2048, m["layers"]
+    tokens = sc.layout.tokens_per_step
+    layer_forward = 2 * h * 3 * h + 2 * h * h + 4 * h * m["ffn_hidden"] + 4 * s * h  # type: ignore[operator]
+    expected = {"none": 0.0, "selective": 4 * s * h * layers * tokens,
+                "full": layer_forward * layers * tokens}[recompute]
+    assert extra == pytest.approx(expected, rel=1e-6, abs=1.0)
+
+
+def test_dp_gradient_reduce_scatter_moves_dp_minus_one_over_dp() -> None:
+    sc = scenario(32, LLAMA, tp=2, pp=2, zero_stage=1, global_batch=64)
+    dp = sc.layout.dp
+    for c in lower(sc).classes:
+        grads = [op for op in c.ops if op.name.startswith("dp.grad_reduce_scatter")]
+        params_local = sum(op.bytes for op in grads) / 2  # bf16 gradients
+        expected_params = sum(
+            op.bytes for op in c.ops if op.name.startswith("dp.param_all_gather")) / 2
+        assert params_local == pytest.approx(expected_params)
+        wire = sum((dp - 1) / dp * op.bytes for op in grads)
+        gathers = sum((dp - 1) / dp * op.bytes for op in c.ops
+                      if op.name.startswith("dp.param_all_gather"))
+        assert collective_bytes(c)["dp"] == pytest.approx(wire + gathers)
+    count = parameter_count(sc.spec.model)
+    total = sum(op.bytes for c in lower(sc).classes for op in c.ops
+                if op.name.startswith("dp.grad_")) * sc.layout.tp / 2
+    assert total == pytest.approx(count.total, rel=0.01)
+
+
+def test_tp_all_reduce_bytes_without_sequence_parallelism() -> None:
+    sc = scenario(8, LLAMA, tp=4, global_batch=16)
+    (c,) = lower(sc).classes
+    t, mb = 4, sc.layout.micro_batches
+    message = 2048 * 1024 * 2  # tokens x hidden x bf16
+    per_mb = (4 * LLAMA["layers"] + 1) * 2 * (t - 1) / t * message  # type: ignore[operator]
+    assert collective_bytes(c)["tp"] == pytest.approx(per_mb * mb)
+
+
+@pytest.mark.parametrize(("sp", "recompute"), [(False, "none"), (True, "none"),
+                                               (True, "selective"), (False, "full"),
+                                               (True, "full")])
+def test_activation_memory_matches_korthikanti(sp: bool, recompute: str) -> None:
+    # GPT with dropout and standard attention, 1F1B: stage 0 holds pp micro-batches of L/pp
+    # layers, i.e. L layers' worth (Korthikanti et al. 2022, section 4.2.3).
+    t, pp = 4, 2
+    sc = scenario(8, GPT, tp=t, pp=pp, sequence_parallel=sp, recompute=recompute,
+                  attention="standard", global_batch=16)
+    s, h, a, layers = 2048, 1024, 16, 8
+    sbh = s * h
+    per_layer = {
+        (False, "none"): sbh * (10 + 24 / t + 5 * a * s / (h * t)),
+        (True, "none"): sbh * (34 / t + 5 * a * s / (h * t)),
+        (True, "selective"): sbh * 34 / t,
+        (False, "full"): 2 * sbh,
+        (True, "full"): 2 * sbh / t,
+    }[(sp, recompute)]
+    stage0 = lower(sc).classes[0]
+    assert memory_profile(stage0).activations == pytest.approx(layers * per_layer, rel=0.05)
+
+
+def test_gqa_and_flash_store_less() -> None:
+    standard = memory_profile(lower(scenario(8, LLAMA, tp=8, attention="standard")).classes[0])
+    flash = memory_profile(lower(scenario(8, LLAMA, tp=8)).classes[0])
+    assert flash.activations < standard.activations
+
+
+def test_lowering_is_deadlock_free_for_the_shipped_scenarios() -> None:
+    for name in ("gpt3-175b-mlperf-h100-10752", "llama3-70b-gh200-nvl32",
+                 "gpt3-175b-dgx-gh200", "llama3-8b-gh200"):
+        workload = lower(load_scenario(name))
+        for c in workload.classes:
+            check_dag(c)
+        run_to_completion(workload)
+
+
+LAYOUTS = st.fixed_dictionaries({
+    "tp": st.sampled_from([1, 2, 4]),
+    "pp": st.sampled_from([1, 2, 4]),
+    "cp": st.sampled_from([1, 2]),
+    "vp": st.sampled_from([None, 2]),
+    "sequence_parallel": st.booleans(),
+    "zero_stage": st.sampled_from([0, 1, 2, 3]),
+    "recompute": st.sampled_from(["none", "selective", "full"]),
+    "micro_batch": st.sampled_from([1, 2]),
+    "overlap_grad_reduce": st.booleans(),
+    "overlap_param_gather": st.booleans(),
+})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(LAYOUTS, st.sampled_from([8, 16, 32]))
+def test_random_layouts_conserve_flops_and_never_deadlock(layout: dict[str, object],
+                                                          num_gpus: int) -> None:
+    global_batch = 32
+    try:
+        sc = scenario(num_gpus, LLAMA, global_batch=global_batch, **layout)
+    except Exception as error:  # an impossible layout is rejected before lowering
+        assert isinstance(error.__cause__, LayoutProblem) or "expected" in str(error)
+        return
+    workload = lower(sc)
+    lowered = sum(c.multiplicity * class_flops(c, recompute=False) for c in workload.classes)
+    per_token = model_flops_per_token(sc.spec.model, 2048)
+    assert lowered == pytest.approx(per_token * 2048 * global_batch, rel=0.005)
+    assert workload.hardware_flops_per_step >= lowered
+    assert len(workload.classes) == sc.layout.pp
+    for c in workload.classes:
+        check_dag(c)
+        assert all(d < op.id for op in c.ops for d in op.deps)
+        profile = memory_profile(c)
+        assert profile.peak >= profile.weights + profile.gradients + profile.optimizer
+    run_to_completion(workload)
