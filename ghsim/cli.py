@@ -10,16 +10,22 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from ghsim.config import load_file, scenario_from_spec
+from ghsim.config import load_file, load_scenario, scenario_from_spec
 from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
 from ghsim.config.schema_export import SCHEMA_KINDS, json_schema
 from ghsim.config.search import display, locate_any
+from ghsim.engine.result import Result
+from ghsim.engine.simulate import simulate
+from ghsim.engine.validation import summarize, validate_file
 from ghsim.errors import InputError
 from ghsim.report import console as render
+from ghsim.report.trace import chrome_trace
 from ghsim.report.views import (
     document_view,
     model_view,
@@ -76,6 +82,43 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_outputs(directory: Path, result: Result) -> None:
+    """``-o DIR``: result.json and trace.json (never touching the user's inputs)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "result.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        if result.timeline is not None:
+            trace = chrome_trace(result.timeline)
+            (directory / "trace.json").write_text(json.dumps(trace))
+    except OSError as error:
+        raise InputError(str(directory), "", f"cannot write outputs: {error.strerror}") from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Simulate one training step."""
+    scenario = load_scenario(args.scenario, args.overrides)
+    result = simulate(scenario)
+    if args.output is not None:
+        _write_outputs(Path(args.output), result)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        render.render_result(result.to_dict(), scenario.name, Console())
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Simulate every validation point and compare with the measurement."""
+    results = validate_file(args.points)
+    summary = summarize(results)
+    outcomes = [asdict(o) for o in results]
+    if args.json:
+        _print_json({"points": outcomes, **summary})
+    else:
+        render.render_validation(outcomes, summary, Console())
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of one kind of file, or of all of them."""
     if args.kind is None:
@@ -115,6 +158,26 @@ def build_parser() -> argparse.ArgumentParser:
                          help="model only: sequence length for FLOPs per token (default 2048)")
     _add_common(inspect)
     inspect.set_defaults(handler=cmd_inspect)
+
+    run = commands.add_parser(
+        "run", help="simulate one training step of a scenario",
+        description="Simulate one optimizer step: step time, where the time goes, the "
+        "bottleneck, memory per tier.",
+    )
+    run.add_argument("scenario", metavar="SCENARIO", help="a path, or a shipped scenario's name")
+    run.add_argument("--json", action="store_true", help="print the Result as one JSON object")
+    run.add_argument("-o", "--output", metavar="DIR", help="write result.json and trace.json")
+    _add_common(run)
+    run.set_defaults(handler=cmd_run)
+
+    validate = commands.add_parser(
+        "validate", help="simulate published measurements and compare",
+        description="Simulate every point of a validation_points file and print predicted "
+        "against measured step time, the error of each and the mean absolute percentage error.",
+    )
+    validate.add_argument("points", metavar="POINTS", help="a validation_points YAML file")
+    validate.add_argument("--json", action="store_true", help="print one JSON object")
+    validate.set_defaults(handler=cmd_validate)
 
     schema = commands.add_parser(
         "schema", help="print the JSON Schema of the YAML files",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ghsim.config.cursor import KeyPath, Slot, child, format_path, slot_at
 from ghsim.config.diagnose import describe, show_value
@@ -26,7 +26,7 @@ from ghsim.config.search import (
     not_found_message,
 )
 from ghsim.config.sources import dangling_sources
-from ghsim.config.yamlio import read_mapping
+from ghsim.config.yamlio import ensure_mapping, read_mapping
 from ghsim.errors import ConfigError, InputError, OverrideError
 
 _ALL_KINDS = ("hardware", "system", "model", "scenario", "sweep", "validation_points")
@@ -76,7 +76,7 @@ def locate(kind: str, reference: str | Path, near: Path | None, source: str, key
 class _Tree:
     """A document being assembled from files and overrides, with the origin of each part."""
 
-    def __init__(self, root: type[DocumentSpec], data: dict[str, Any], path: Path) -> None:
+    def __init__(self, root: type[BaseModel], data: dict[str, Any], path: Path) -> None:
         self.root = root
         self.data = data
         self.files: list[tuple[KeyPath, Path]] = [((), path)]
@@ -161,7 +161,7 @@ class _Tree:
         container[override.path[-1]] = override.value  # type: ignore[index]
         self.overrides.append((override.path, override.label))
 
-    def validate(self) -> DocumentSpec:
+    def validate(self) -> BaseModel:
         """Validate the assembled tree; the first problem becomes the error."""
         try:
             return self.root.model_validate(self.data)
@@ -229,4 +229,42 @@ def load_tree(
     for override in parsed:
         tree.apply(override)
     tree.resolve(tree.data, Slot(spec_cls), ())
-    return tree.validate(), path
+    spec = tree.validate()
+    assert isinstance(spec, DocumentSpec)
+    return spec, path
+
+
+def _within(error: InputError, source: str, prefix: str) -> InputError:
+    """``error`` with its key path placed under ``prefix`` when it is about ``source``."""
+    if error.source != source:
+        return error
+    key = f"{prefix}.{error.key_path}" if error.key_path else prefix
+    return type(error)(error.source, key, error.message)
+
+
+def load_entries(
+    reference: str | Path, kind: str, key: str, entry: type[BaseModel]
+) -> list[BaseModel | InputError]:
+    """Each item of the list ``key`` of a file, validated on its own, so that one broken item
+    is reported as its error while the others load (``ghsim validate`` runs the rest)."""
+    path = locate(kind, reference, None, str(reference), "")
+    document = read_document(path, kind)
+    source = display(path)
+    spec_cls = SPEC_BY_KIND[kind]
+    for name in document:
+        if name not in spec_cls.model_fields:
+            hint = describe({"type": "extra_forbidden", "loc": (name,)}, spec_cls)
+            raise ConfigError(source, name, hint)
+    items = document.get(key)
+    if not isinstance(items, list) or not items:
+        raise ConfigError(source, key, "expected a non-empty list")
+    loaded: list[BaseModel | InputError] = []
+    for index, item in enumerate(items):
+        where = f"{key}[{index}]"
+        try:
+            tree = _Tree(entry, ensure_mapping(item, source, ""), path)
+            tree.resolve(tree.data, Slot(entry), ())
+            loaded.append(tree.validate())
+        except InputError as error:
+            loaded.append(_within(error, source, where))
+    return loaded

@@ -80,7 +80,7 @@ def parse_yaml(text: str, source: str) -> Any:
         problem = exc.problem or exc.context or "malformed YAML"
         raise ConfigError(source, "", f"{where}malformed YAML: {problem}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(source, "", f"malformed YAML: {exc}") from None
+        raise ConfigError(source, "", f"malformed YAML: {' '.join(str(exc).split())}") from None
     if len(documents) > 1:
         raise ConfigError(source, "", f"expected one YAML document, found {len(documents)}")
     return documents[0] if documents else None

@@ -200,3 +200,62 @@ def render_workload(view: dict[str, Any], console: Console) -> None:
         f"{view['memory_peak_rank_class']} {fits} in "
         f"{format_bytes(view['hbm_capacity_bytes'])} of HBM."
     )
+
+
+def render_result(result: dict[str, Any], name: str, console: Console) -> None:
+    """The summary of ``ghsim run``."""
+    step = result["step_time_s"]
+    head = Table(title=f"{name}: one optimizer step", title_justify="left", show_header=False)
+    head.add_column("what")
+    head.add_column("value", justify="right")
+    head.add_row("step time", format_seconds(step))
+    head.add_row("tokens/s (per GPU)", f"{result['tokens_per_s']:,.0f} "
+                 f"({result['tokens_per_s_per_gpu']:,.0f})")
+    head.add_row("model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:,.1f}")
+    head.add_row("MFU", f"{result['mfu']:.1%}")
+    parts = Table(title="Where the time goes (critical rank class)", title_justify="left")
+    parts.add_column("part")
+    parts.add_column("seconds", justify="right")
+    parts.add_column("share", justify="right")
+    for key, seconds in result["breakdown_s"].items():
+        if seconds > 0:
+            parts.add_row(key, f"{seconds:.4g}", f"{seconds / step:.1%}")
+    for key, seconds in result["compute_breakdown_s"].items():
+        if seconds > 0:
+            parts.add_row(f"  compute: {key}", f"{seconds:.4g}", f"{seconds / step:.1%}",
+                          style="dim")
+    memory = Table(title="Memory per GPU", title_justify="left")
+    for column in ("tier", "peak", "capacity", "fits"):
+        memory.add_column(column, justify="left" if column == "tier" else "right")
+    for tier, data in result["memory"].items():
+        if isinstance(data, dict):
+            fits = data["peak_bytes"] <= data["capacity_bytes"]
+            memory.add_row(tier, format_bytes(data["peak_bytes"]),
+                           format_bytes(data["capacity_bytes"]), "yes" if fits else "[red]no[/]")
+    console.print(head)
+    console.print(parts)
+    bottleneck = result["bottleneck"]
+    console.print(f"[bold]Bottleneck:[/] {bottleneck['resource']} - {bottleneck['why']}.")
+    console.print(memory)
+    for warning in result["warnings"]:
+        console.print(f"[yellow]warning:[/] {warning}")
+
+
+def render_validation(outcomes: list[dict[str, Any]], summary: dict[str, Any],
+                      console: Console) -> None:
+    """The table of ``ghsim validate``."""
+    table = Table(title="Predicted against measured step time", title_justify="left")
+    for column in ("point", "measured s", "predicted s", "error", "bound by"):
+        table.add_column(column, justify="left" if column in ("point", "bound by") else "right")
+    for o in outcomes:
+        if o["failed"]:
+            table.add_row(o["id"], "-", "-", "[red]failed[/]", o["failed"])
+            continue
+        error = o["error"]
+        style = "red" if abs(error) > 0.2 else ("yellow" if abs(error) > 0.08 else "green")
+        table.add_row(o["id"], f"{o['measured_step_time_s']:.3f}",
+                      f"{o['predicted_step_time_s']:.3f}", f"[{style}]{error:+.1%}[/]",
+                      o["bottleneck"] or "")
+    console.print(table)
+    console.print(f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%} over "
+                  f"{summary['simulated']} simulated points ({summary['failed']} failed).")

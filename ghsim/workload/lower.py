@@ -266,7 +266,8 @@ class _StageLowering:
             deps.append(self.b.add(
                 "collective", "embedding.grad_all_reduce", "pp_embedding",
                 (self.b.tails["compute"],), nbytes=count.embedding / self.layout.tp
-                * self.state_bytes[1], collective="all_reduce", group="pp", group_size=2))
+                * self.state_bytes[1], collective="all_reduce", group="embedding",
+                group_size=2))
         params = sum(c.params for c in self.chunks) / (self.layout.dp if self.zero >= 1 else 1)
         adam = Kernel("adam", 0.0, params * ADAM_BYTES_PER_PARAM, "fp32", (int(params),),
                       "optimizer")

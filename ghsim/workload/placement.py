@@ -41,5 +41,15 @@ def place_group(kind: str, layout: Layout, first_rank: int) -> Group:
 
 
 def place_groups(layout: Layout, first_rank: int) -> dict[str, Group]:
-    """Every group kind of the rank ``first_rank``."""
-    return {kind: place_group(kind, layout, first_rank) for kind in ("tp", "cp", "dp", "pp")}
+    """Every group kind of the rank ``first_rank``, plus ``embedding`` (the first and last
+    pipeline stages, which all-reduce the gradients of tied embeddings)."""
+    groups = {kind: place_group(kind, layout, first_rank) for kind in ("tp", "cp", "dp", "pp")}
+    stride = strides(layout)["pp"][1]
+    ends = [first_rank % stride, first_rank % stride + (layout.pp - 1) * stride]
+    groups["embedding"] = Group(
+        kind="embedding", size=2 if layout.pp > 1 else 1,
+        nodes=len({r // layout.gpus_per_node for r in ends}),
+        domains=len({r // layout.gpus_per_domain for r in ends}),
+        stride=(layout.pp - 1) * stride,
+    )
+    return groups

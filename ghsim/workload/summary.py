@@ -33,7 +33,7 @@ def collective_bytes(rank_class: RankClass) -> dict[str, float]:
         for comm in op.comms():
             sent[comm.group] += wire_bytes(comm.collective, comm.bytes, comm.group_size)
         if op.kind == "collective":
-            group = op.attrs["group"]
+            group = "pp" if op.attrs["group"] == "embedding" else op.attrs["group"]
             sent[group] = sent.get(group, 0.0) + wire_bytes(op.attrs["collective"], op.bytes,
                                                   op.attrs["group_size"])
         elif op.kind == "send":

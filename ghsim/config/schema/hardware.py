@@ -65,6 +65,22 @@ class GpuComputeSpec(Spec):
     l2_cache_mb: PositiveFloat | None = None
     copy_engines: PositiveInt | None = None
     peak_tflops: dict[Dtype, PositiveFloat] = Field(description="Dense peak TFLOP/s per dtype.")
+    gemm_efficiency: dict[Dtype, Fraction] = Field(
+        default_factory=dict,
+        description="Measured fraction of the dense peak that large GEMMs reach, per dtype.",
+    )
+    attention_efficiency: dict[Dtype, Fraction] = Field(
+        default_factory=dict,
+        description="Measured fraction of the dense peak fused (flash) attention reaches, "
+        "forward and backward together, per dtype.",
+    )
+    gemm_tile: list[PositiveInt] | None = Field(
+        default=None, min_length=2, max_length=2, description="Output tile (rows, columns) one SM computes at a time; "
+        "GEMMs run in waves of one tile per SM.",
+    )
+    kernel_launch_us: PositiveFloat | None = Field(
+        default=None, description="Time between back-to-back kernels on one stream."
+    )
 
     @model_validator(mode="after")
     def _needs_fp32(self) -> GpuComputeSpec:
@@ -168,7 +184,9 @@ class NicSpec(Spec):
     nccl_busbw_gb_s: PositiveFloat | None = Field(
         default=None, description="Measured NCCL bus bandwidth per NIC."
     )
-    efficiency: Fraction | None = None
+    collective_latency_us: PositiveFloat | None = Field(
+        default=None, description="Per-step latency (alpha) of a collective across nodes."
+    )
 
     @property
     def bandwidth_bytes_per_s(self) -> float:

@@ -1,0 +1,100 @@
+"""GPU kernel costs: a roofline with measured efficiencies and wave quantization.
+
+A GEMM runs at ``peak[dtype] x gemm_efficiency[dtype] x wave efficiency``, where the wave
+efficiency is the fraction of tile slots doing useful work when the output's tiles are spread
+one per SM in waves; a fused attention kernel at ``peak x attention_efficiency``; everything is
+also bounded by HBM traffic at the achievable (STREAM) bandwidth; element-wise kernels are
+memory-bound. Each kernel costs the launch gap on top.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ghsim.config.schema import HardwareSpec
+from ghsim.errors import ConfigError
+from ghsim.workload.ir import Kernel
+
+_FALLBACK = {"fp16": "bf16", "bf16": "fp16"}
+
+
+@dataclass(frozen=True)
+class GpuCostModel:
+    """What the cost of a kernel depends on, in SI units."""
+
+    part: str
+    peak_flops: dict[str, float]
+    gemm_efficiency: dict[str, float]
+    attention_efficiency: dict[str, float]
+    hbm_bytes_per_s: float
+    sms: int
+    tile: tuple[int, int]
+    launch_s: float
+
+    def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
+        value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))
+        if value is None:
+            raise ConfigError(self.part, f"gpu.compute.{what}",
+                              f"has no entry for {dtype!r}, which this scenario runs")
+        return value
+
+    def wave_efficiency(self, m: int, n: int) -> float:
+        """Useful fraction of the tile slots a GEMM with an ``m x n`` output occupies."""
+        tm, tn = self.tile
+        tiles = math.ceil(m / tm) * math.ceil(n / tn)
+        waves = math.ceil(tiles / self.sms)
+        return (m * n) / (waves * self.sms * tm * tn)
+
+    def gemm_s(self, kernel: Kernel) -> float:
+        m, n, _ = kernel.shape
+        peak = self._lookup(self.peak_flops, kernel.dtype, "peak_tflops")
+        efficiency = self._lookup(self.gemm_efficiency, kernel.dtype, "gemm_efficiency")
+        compute = kernel.flops / (peak * efficiency * self.wave_efficiency(m, n))
+        return max(compute, kernel.bytes / self.hbm_bytes_per_s)
+
+    def attention_s(self, kernel: Kernel) -> float:
+        peak = self._lookup(self.peak_flops, kernel.dtype, "peak_tflops")
+        efficiency = self._lookup(self.attention_efficiency, kernel.dtype,
+                                  "attention_efficiency")
+        return max(kernel.flops / (peak * efficiency), kernel.bytes / self.hbm_bytes_per_s)
+
+    def kernel_s(self, kernel: Kernel) -> float:
+        """Seconds one kernel takes on an otherwise idle GPU."""
+        if kernel.klass == "gemm":
+            busy = self.gemm_s(kernel)
+        elif kernel.klass == "attention":
+            busy = self.attention_s(kernel)
+        else:
+            busy = kernel.bytes / self.hbm_bytes_per_s
+        return busy + self.launch_s
+
+
+def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
+    """The cost model of a GPU part, or a :class:`ConfigError` naming what it lacks."""
+    gpu = part.gpu
+    if gpu is None:
+        raise ConfigError(part.name, "gpu", "expected a GPU part")
+    compute, memory = gpu.compute, gpu.memory
+    missing = [
+        key for key, value in (
+            ("gpu.compute.gemm_efficiency", compute.gemm_efficiency),
+            ("gpu.compute.attention_efficiency", compute.attention_efficiency),
+            ("gpu.compute.gemm_tile", compute.gemm_tile),
+            ("gpu.compute.kernel_launch_us", compute.kernel_launch_us),
+            ("gpu.memory.stream_bandwidth_gb_s", memory.stream_bandwidth_gb_s),
+        ) if not value
+    ]
+    if missing:
+        raise ConfigError(part.name, missing[0], "is needed to simulate this GPU (with a source)")
+    assert compute.gemm_tile and compute.kernel_launch_us and memory.stream_bandwidth_gb_s
+    return GpuCostModel(
+        part=part.name,
+        peak_flops={k: v * 1e12 for k, v in compute.peak_tflops.items()},
+        gemm_efficiency={str(k): v for k, v in compute.gemm_efficiency.items()},
+        attention_efficiency={str(k): v for k, v in compute.attention_efficiency.items()},
+        hbm_bytes_per_s=memory.stream_bandwidth_gb_s * 1e9,
+        sms=compute.sms,
+        tile=(compute.gemm_tile[0], compute.gemm_tile[1]),
+        launch_s=compute.kernel_launch_us * 1e-6,
+    )

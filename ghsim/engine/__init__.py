@@ -1,0 +1,1 @@
+"""The discrete-event engine: the only part of ghsim that advances time (on simpy)."""
