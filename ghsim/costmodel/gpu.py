@@ -31,6 +31,8 @@ class GpuCostModel:
     sms: int
     tile: tuple[int, int]
     launch_s: float
+    k_half: float
+    reference_k: int
 
     def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
         value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))
@@ -46,11 +48,19 @@ class GpuCostModel:
         waves = math.ceil(tiles / self.sms)
         return (m * n) / (waves * self.sms * tm * tn)
 
+    def k_efficiency(self, k: int) -> float:
+        """Throughput at reduction length ``k`` relative to the measured reference shape's."""
+        def scale(x: float) -> float:
+            return x / (x + self.k_half)
+
+        return min(1.0, scale(k) / scale(self.reference_k))
+
     def gemm_s(self, kernel: Kernel) -> float:
-        m, n, _ = kernel.shape
+        m, n, k = kernel.shape
         peak = self._lookup(self.peak_flops, kernel.dtype, "peak_tflops")
         efficiency = self._lookup(self.gemm_efficiency, kernel.dtype, "gemm_efficiency")
-        compute = kernel.flops / (peak * efficiency * self.wave_efficiency(m, n))
+        efficiency *= self.wave_efficiency(m, n) * self.k_efficiency(k)
+        compute = kernel.flops / (peak * efficiency)
         return max(compute, kernel.bytes / self.hbm_bytes_per_s)
 
     def attention_s(self, kernel: Kernel) -> float:
@@ -82,12 +92,15 @@ def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
             ("gpu.compute.attention_efficiency", compute.attention_efficiency),
             ("gpu.compute.gemm_tile", compute.gemm_tile),
             ("gpu.compute.kernel_launch_us", compute.kernel_launch_us),
+            ("gpu.compute.gemm_k_half", compute.gemm_k_half),
+            ("gpu.compute.gemm_reference_k", compute.gemm_reference_k),
             ("gpu.memory.stream_bandwidth_gb_s", memory.stream_bandwidth_gb_s),
         ) if not value
     ]
     if missing:
         raise ConfigError(part.name, missing[0], "is needed to simulate this GPU (with a source)")
     assert compute.gemm_tile and compute.kernel_launch_us and memory.stream_bandwidth_gb_s
+    assert compute.gemm_k_half and compute.gemm_reference_k
     return GpuCostModel(
         part=part.name,
         peak_flops={k: v * 1e12 for k, v in compute.peak_tflops.items()},
@@ -97,4 +110,6 @@ def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
         sms=compute.sms,
         tile=(compute.gemm_tile[0], compute.gemm_tile[1]),
         launch_s=compute.kernel_launch_us * 1e-6,
+        k_half=compute.gemm_k_half,
+        reference_k=compute.gemm_reference_k,
     )

@@ -66,14 +66,19 @@ def attention_core(s: LayerShapes) -> list[Step]:
         data = qkv + t * s.q_width * s.act_bytes
         return [Kernel("attn.flash", flops, data, s.gemm_dtype if not s.fp8 else "bf16",
                        (t, keys, s.q_width), "attention")]
+    # Unfused attention (Megatron before flash attention): two batched GEMMs per head, with
+    # K = head_dim for the scores and K = keys for the weighted sum, and a fused
+    # scale-mask-softmax (plus dropout) over the s x s scores between them.
     scores = s.heads * t * keys
-    dropout = 3 if s.dropout else 0
+    head_dim = s.q_width // max(s.heads, 1)
+    masks = 1 if s.dropout else 0
     return [
-        Kernel("attn.qk", flops / 2, qkv + scores * s.act_bytes, "bf16", (t, keys, s.q_width),
-               "attention"),
-        _eltwise("attn.softmax", scores, s, reads=1 + dropout // 3, writes=1 + dropout // 3 * 2),
+        Kernel("attn.qk", flops / 2, qkv + scores * s.act_bytes, s.gemm_dtype,
+               (s.heads * t, keys, head_dim), "gemm"),
+        Kernel("attn.softmax", 0.0, scores * ((2 + 2 * masks) * s.act_bytes + masks), "bf16",
+               (scores,), "elementwise"),
         Kernel("attn.av", flops / 2, scores * s.act_bytes + t * s.q_width * 2 * s.act_bytes,
-               "bf16", (t, s.q_width, keys), "attention"),
+               s.gemm_dtype, (s.heads * t, head_dim, keys), "gemm"),
     ]
 
 

@@ -75,8 +75,16 @@ class GpuComputeSpec(Spec):
         "forward and backward together, per dtype.",
     )
     gemm_tile: list[PositiveInt] | None = Field(
-        default=None, min_length=2, max_length=2, description="Output tile (rows, columns) one SM computes at a time; "
-        "GEMMs run in waves of one tile per SM.",
+        default=None, min_length=2, max_length=2,
+        description="Output tile (rows, columns) one SM computes at a time; GEMMs run in waves "
+        "of one tile per SM.",
+    )
+    gemm_k_half: PositiveFloat | None = Field(
+        default=None, description="Reduction length K at which a GEMM reaches half its "
+        "large-K throughput (pipeline fill and epilogue): efficiency scales as K / (K + k_half).",
+    )
+    gemm_reference_k: PositiveInt | None = Field(
+        default=None, description="K of the shape at which gemm_efficiency was measured.",
     )
     kernel_launch_us: PositiveFloat | None = Field(
         default=None, description="Time between back-to-back kernels on one stream."

@@ -1,0 +1,202 @@
+"""Every user mistake in tests/data/broken/ and every broken ``--set`` ends the same way: exit
+status 2 and one line on stderr, ``ghsim: error: <file or --set ...>: <key path>: <message>``.
+
+Each corpus file starts with ``# expect: <substring>`` (the line must contain it) and may carry
+``# key: <key.path>`` (the line must name it).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ghsim.cli import main
+from tests.conftest import ROOT
+
+BROKEN = ROOT / "tests" / "data" / "broken"
+CORPUS = sorted(BROKEN.glob("*.yaml"))
+SCENARIO = ROOT / "configs" / "scenarios" / "llama3-70b-gh200-nvl32.yaml"
+PREFIX = "ghsim: error: "
+
+
+@dataclass(frozen=True)
+class Case:
+    """One broken input: what to run and what the error line must contain."""
+
+    argv: tuple[str, ...]
+    names: str
+    """The file name, or the ``--set ...`` label, that the line must name."""
+    expect: str
+    key: str | None = None
+
+
+def header(path: Path) -> tuple[str, str | None]:
+    """The ``# expect:`` and ``# key:`` comments at the top of a corpus file."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    assert lines and lines[0].startswith("# expect: "), f"{path.name}: no '# expect:' first line"
+    expect = lines[0].removeprefix("# expect: ").strip()
+    key = None
+    if len(lines) > 1 and lines[1].startswith("# key: "):
+        key = lines[1].removeprefix("# key: ").strip()
+    assert expect, f"{path.name}: empty '# expect:'"
+    return expect, key
+
+
+def file_case(path: Path) -> Case:
+    expect, key = header(path)
+    return Case(("inspect", str(path)), path.name, expect, key)
+
+
+def shown(text: str) -> str:
+    """An override as the error line shows it (newlines and other control characters escaped)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+# (override, expected substring, key path or None), each applied to SCENARIO.
+OVERRIDES: list[tuple[str, str, str | None]] = [
+    ("parallelism.tpp=4", "unknown key 'tpp' (did you mean 'tp'?)", "parallelism.tpp"),
+    ("training.seq_lne=4096", "did you mean 'seq_len'", "training.seq_lne"),
+    ("parallelism.tp", "expected KEY.PATH=VALUE", None),
+    ("=4", "expected KEY.PATH=VALUE", None),
+    ("parallelism.tp=", "expected a value after '='", "parallelism.tp"),
+    ("parallelism..tp=1", "expected a dotted key path", "parallelism..tp"),
+    ("parallelism.tp=four", "expected an integer, got 'four'", "parallelism.tp"),
+    ("parallelism.tp=[1", "the value is not valid YAML", "parallelism.tp"),
+    ("parallelism.tp=1\n2", "expected an integer", "parallelism.tp"),
+    ("parallelism.tp=3", "expected a divisor of the model's 64 attention heads, got 3",
+     "parallelism.tp"),
+    ("parallelism.dp=3", "expected num_gpus / (tp x pp x cp) = 32 / 16 = 2, got 3",
+     "parallelism.dp"),
+    ("parallelism.vp=0", "expected a number > 0, got 0", "parallelism.vp"),
+    ("num_gpus=33", "expected whole nodes", "num_gpus"),
+    ("training.precision=bf61", "expected one of fp32, bf16, fp16 or fp8, got 'bf61'",
+     "training.precision"),
+    ("training.seq_len.x=1", "expected a mapping to hold key 'x', found the value 8192",
+     "training.seq_len.x"),
+    ("parallelism[0]=1", "expected a list to index, found a mapping", "parallelism[0]"),
+    ("system.node.gpus=-2", "expected a number > 0, got -2", "system.node.gpus"),
+    ("system.node.gpu.gpu.memory.capacity_gib=.nan", "expected a finite number, got nan",
+     "system.node.gpu.gpu.memory.capacity_gib"),
+    ("system.node.nics=0", "a fabric needs node.nics > 0", "system"),
+    ("system.fabric.switch_radix=3", "switch_radix must be an even number >= 4, got 3",
+     "system.fabric"),
+    ("model.heads=7", "heads (7) must be a multiple of kv_heads (8)", "model"),
+    ("model=llama9", "no model named 'llama9'", "model"),
+    ("system=dgx-h10", "did you mean 'dgx-h100'", "system"),
+    ("model=../nowhere/llama3-70b.yaml", "does not exist", "model"),
+    (f"system={ROOT / 'models' / 'llama3-8b.yaml'}", "is a model file", "system"),
+    ("system=null", "expected the name of a system file or a mapping", "system"),
+    ("sources.x=1", "unknown key 'sources'", "sources"),
+    ("kind=model", "expected 'scenario' here, got 'model'", None),
+    ("schema_version=2", "got 2", "schema_version"),
+]
+
+FILE_CASES = [pytest.param(file_case(path), id=path.stem) for path in CORPUS]
+OVERRIDE_CASES = [
+    pytest.param(
+        Case(("inspect", str(SCENARIO), "--set", text), shown(f"--set {text}"), expect, key),
+        id=shown(text),
+    )
+    for text, expect, key in OVERRIDES
+]
+
+
+def check_line(stderr: str, case: Case) -> None:
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}: {stderr!r}"
+    assert stderr.endswith("\n")
+    line = lines[0]
+    assert line.startswith(PREFIX), line
+    assert case.names in line, f"{case.names!r} not named in {line!r}"
+    assert case.expect in line, f"{case.expect!r} not in {line!r}"
+    if case.key is not None:
+        assert f": {case.key}: " in line, f"key path {case.key!r} not in {line!r}"
+
+
+def run_in_process(case: Case, capsys: pytest.CaptureFixture[str]) -> str:
+    status = main(list(case.argv))
+    captured = capsys.readouterr()
+    assert status == 2, f"exit status {status}; stderr {captured.err!r}"
+    return captured.err
+
+
+@pytest.mark.parametrize("case", FILE_CASES)
+def test_broken_file(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
+    check_line(run_in_process(case, capsys), case)
+
+
+@pytest.mark.parametrize("case", OVERRIDE_CASES)
+def test_broken_override(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
+    check_line(run_in_process(case, capsys), case)
+
+
+def test_override_list_index_out_of_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    points = tmp_path / "points.yaml"
+    points.write_text(
+        "schema_version: 1\nkind: validation_points\npoints:\n"
+        "  - id: one\n    confidence: low\n    measured: {step_time_s: 1.5}\n    source: a paper\n"
+        "    scenario: {system: dgx-h100, num_gpus: 8, model: llama3-8b, training: {seq_len: 4096,"
+        " micro_batch: 1, global_batch: 8, precision: bf16}}\n"
+    )
+    assert main(["inspect", str(points), "--json"]) == 0  # the file itself is fine
+    capsys.readouterr()
+    text = "points[3].measured.step_time_s=2"
+    case = Case(("inspect", str(points), "--set", text), f"--set {text}",
+                "index 3 is out of range (the list has 1)", "points[3]")
+    check_line(run_in_process(case, capsys), case)
+
+
+def test_corpus_is_large_and_every_file_has_a_header() -> None:
+    assert len(CORPUS) >= 36
+    assert len(OVERRIDES) >= 10
+    for path in CORPUS:
+        header(path)
+    bodies = [
+        b"\n".join(line for line in path.read_bytes().split(b"\n") if not line.startswith(b"#"))
+        for path in CORPUS
+    ]
+    assert len(set(bodies)) == len(bodies), "two corpus files hold the same mistake"
+
+
+def test_running_the_corpus_leaves_it_unmodified(capsys: pytest.CaptureFixture[str]) -> None:
+    before = {path.name: path.read_bytes() for path in CORPUS}
+    for path in CORPUS:
+        assert main(["inspect", str(path), "--json"]) == 2
+    for text, _, _ in OVERRIDES:
+        assert main(["inspect", str(SCENARIO), "--set", text]) == 2
+    capsys.readouterr()
+    after = {path.name: path.read_bytes() for path in sorted(BROKEN.glob("*.yaml"))}
+    assert after == before
+    assert sorted(p.name for p in BROKEN.iterdir()) == sorted(before)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", str(BROKEN / "yaml-unclosed-bracket.yaml")],
+        ["inspect", str(BROKEN / "unknown-key-parallelism-tpp.yaml"), "--json"],
+        ["inspect", str(SCENARIO), "--set", "parallelism.tp=3"],
+    ],
+    ids=["malformed-yaml", "unknown-key", "override"],
+)
+def test_real_process(argv: list[str]) -> None:
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    result = subprocess.run(
+        [sys.executable, "-m", "ghsim", *argv],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(PREFIX)
