@@ -28,11 +28,15 @@ class GpuCostModel:
     gemm_efficiency: dict[str, float]
     attention_efficiency: dict[str, float]
     hbm_bytes_per_s: float
+    elementwise_bytes_per_s: float
+    softmax_bytes_per_s: float
     sms: int
     tile: tuple[int, int]
     launch_s: float
     k_half: float
     reference_k: int
+    overlap_slowdown: float
+    """Fraction by which kernels slow down while communication runs beside them."""
 
     def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
         value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))
@@ -75,8 +79,10 @@ class GpuCostModel:
             busy = self.gemm_s(kernel)
         elif kernel.klass == "attention":
             busy = self.attention_s(kernel)
+        elif kernel.klass == "softmax":
+            busy = kernel.bytes / self.softmax_bytes_per_s
         else:
-            busy = kernel.bytes / self.hbm_bytes_per_s
+            busy = kernel.bytes / self.elementwise_bytes_per_s
         return busy + self.launch_s
 
 
@@ -94,22 +100,29 @@ def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
             ("gpu.compute.kernel_launch_us", compute.kernel_launch_us),
             ("gpu.compute.gemm_k_half", compute.gemm_k_half),
             ("gpu.compute.gemm_reference_k", compute.gemm_reference_k),
+            ("gpu.compute.comm_overlap_slowdown", compute.comm_overlap_slowdown),
             ("gpu.memory.stream_bandwidth_gb_s", memory.stream_bandwidth_gb_s),
+            ("gpu.memory.elementwise_bandwidth_gb_s", memory.elementwise_bandwidth_gb_s),
+            ("gpu.memory.softmax_bandwidth_gb_s", memory.softmax_bandwidth_gb_s),
         ) if not value
     ]
     if missing:
         raise ConfigError(part.name, missing[0], "is needed to simulate this GPU (with a source)")
     assert compute.gemm_tile and compute.kernel_launch_us and memory.stream_bandwidth_gb_s
     assert compute.gemm_k_half and compute.gemm_reference_k
+    assert memory.elementwise_bandwidth_gb_s and memory.softmax_bandwidth_gb_s
     return GpuCostModel(
         part=part.name,
         peak_flops={k: v * 1e12 for k, v in compute.peak_tflops.items()},
         gemm_efficiency={str(k): v for k, v in compute.gemm_efficiency.items()},
         attention_efficiency={str(k): v for k, v in compute.attention_efficiency.items()},
         hbm_bytes_per_s=memory.stream_bandwidth_gb_s * 1e9,
+        elementwise_bytes_per_s=memory.elementwise_bandwidth_gb_s * 1e9,
+        softmax_bytes_per_s=memory.softmax_bandwidth_gb_s * 1e9,
         sms=compute.sms,
         tile=(compute.gemm_tile[0], compute.gemm_tile[1]),
         launch_s=compute.kernel_launch_us * 1e-6,
         k_half=compute.gemm_k_half,
         reference_k=compute.gemm_reference_k,
+        overlap_slowdown=compute.comm_overlap_slowdown or 0.0,
     )

@@ -14,7 +14,7 @@ from ghsim.engine.simulator import ClassTimeline, Timeline
 
 BREAKDOWN_KEYS = ("compute", "tp", "cp", "pp", "dp", "pipeline_bubble", "offload", "migration",
                   "cpu", "other")
-COMPUTE_KEYS = ("gemm", "attention", "elementwise", "optimizer", "recompute")
+COMPUTE_KEYS = ("gemm", "attention", "elementwise", "optimizer", "recompute", "overlap")
 
 
 def critical_class(timeline: Timeline) -> ClassTimeline:

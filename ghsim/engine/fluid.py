@@ -88,3 +88,14 @@ class SharedLinks:
     def busy(self) -> bool:
         """Whether any transfer is in flight."""
         return bool(self.flows)
+
+    def busy_for_s(self) -> float:
+        """How much longer transfers already in flight keep some link busy (if none start)."""
+        self._advance()
+        counts: dict[str, int] = {}
+        for flow in self.flows.values():
+            counts[flow.link] = counts.get(flow.link, 0) + 1
+        left: dict[str, float] = {}
+        for flow in self.flows.values():
+            left[flow.link] = left.get(flow.link, 0.0) + flow.remaining_s
+        return max(left.values(), default=0.0)

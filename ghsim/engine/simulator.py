@@ -61,7 +61,8 @@ class Timeline:
 def _category(step: Kernel) -> str:
     if step.recompute:
         return "recompute"
-    return {"gemm": "gemm", "attention": "attention", "optimizer": "optimizer"}.get(
+    return {"gemm": "gemm", "attention": "attention", "softmax": "attention",
+            "optimizer": "optimizer"}.get(
         step.klass, "elementwise")
 
 
@@ -117,6 +118,10 @@ class Simulator:
             timeline.transfer_s[op.id] = self.arrival_s[key]
         elif op.kind == "compute":
             parts = self.body_parts(op.body, rank_class)
+            overlap = min(links.busy_for_s(), sum(parts.values()))
+            if overlap > 0 and self.gpu.overlap_slowdown:
+                # Communication kernels running beside this op take SMs and memory bandwidth.
+                parts = {**parts, "overlap": overlap * self.gpu.overlap_slowdown}
             timeline.compute_parts[op.id] = parts
             yield self.env.timeout(sum(parts.values()))
         elif op.kind == "collective":

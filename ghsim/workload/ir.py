@@ -40,7 +40,7 @@ class Kernel:
     shape: tuple[int, ...] = ()
     """GEMM ``(m, n, k)``, or the tensor's dimensions for other kernels."""
     klass: str = "elementwise"
-    """``gemm``, ``attention``, ``norm``, ``elementwise``, ``optimizer`` or ``loss``."""
+    """``gemm``, ``attention``, ``softmax``, ``norm``, ``elementwise``, ``optimizer``, ``loss``."""
     recompute: bool = False
     """Recomputed forward work: hardware FLOPs, not model FLOPs."""
 

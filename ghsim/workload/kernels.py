@@ -76,7 +76,7 @@ def attention_core(s: LayerShapes) -> list[Step]:
         Kernel("attn.qk", flops / 2, qkv + scores * s.act_bytes, s.gemm_dtype,
                (s.heads * t, keys, head_dim), "gemm"),
         Kernel("attn.softmax", 0.0, scores * ((2 + 2 * masks) * s.act_bytes + masks), "bf16",
-               (scores,), "elementwise"),
+               (scores,), "softmax"),
         Kernel("attn.av", flops / 2, scores * s.act_bytes + t * s.q_width * 2 * s.act_bytes,
                s.gemm_dtype, (s.heads * t, head_dim, keys), "gemm"),
     ]

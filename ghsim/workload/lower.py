@@ -89,10 +89,19 @@ def _chunks(scenario: Scenario, stage: int) -> list[_Chunk]:
 
 
 def _forward_body(chunk: _Chunk, s: LayerShapes) -> tuple[Step, ...]:
-    body = K.embedding_forward(s) if chunk.first else []
-    body += K.layer_forward(s) * chunk.layers
-    body += K.head_forward(s) if chunk.last else []
-    return tuple(body)
+    return _forward_bodies(chunk, s, [chunk.layers])[0]
+
+
+def _forward_bodies(chunk: _Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
+    """The chunk's forward pass, split into one body per parameter bucket (first layers first)."""
+    layer = K.layer_forward(s)
+    bodies = []
+    for index, layers in enumerate(buckets):
+        body = K.embedding_forward(s) if chunk.first and index == 0 else []
+        body += layer * layers
+        body += K.head_forward(s) if chunk.last and index == len(buckets) - 1 else []
+        bodies.append(tuple(body))
+    return bodies
 
 
 def _backward_bodies(chunk: _Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
@@ -134,7 +143,8 @@ class _StageLowering:
         self.per_layer_params = parameter_count(scenario.spec.model).per_layer / self.layout.tp
         self.bucket_size = max(40e6, 1e6 * self.layout.dp)
         self.grad_ops: list[int] = []
-        self.param_gather: dict[int, int] = {}
+        self.param_gather: dict[int, list[int]] = {}
+        """Per chunk: the prefetched weight all-gathers, one per bucket in forward order."""
         # Bodies and activation sizes are the same for every micro-batch: build them once.
         self.forward_bodies = {c.index: _forward_body(c, self.shapes) for c in self.chunks}
         self.backward_bodies: dict[tuple[int, tuple[int, ...]], list[tuple[Step, ...]]] = {}
@@ -168,11 +178,11 @@ class _StageLowering:
         self.b.alloc(-1, "gradients", "gradients", params * g / (dp if self.zero >= 2 else 1))
         self.b.alloc(-1, "optimizer", "optimizer", params * o / (dp if self.zero >= 1 else 1))
 
-    def gather_params(self, chunk: _Chunk, tag: str) -> int:
-        """A data-parallel all-gather of the chunk's updated weights (ZeRO >= 1)."""
+    def gather_params(self, chunk: _Chunk, tag: str, params: float | None = None) -> int:
+        """A data-parallel all-gather of the chunk's (or a bucket's) updated weights."""
         if self.zero == 0 or self.layout.dp == 1:
             return -1
-        nbytes = chunk.params * self.state_bytes[0]
+        nbytes = (chunk.params if params is None else params) * self.state_bytes[0]
         op = self.b.add("collective", f"dp.param_all_gather.c{chunk.index}.{tag}", "dp",
                         nbytes=nbytes, collective="all_gather", group="dp",
                         group_size=self.layout.dp, chunk=chunk.index)
@@ -188,11 +198,19 @@ class _StageLowering:
                                    tag=("act", p.microbatch, chunk.virtual_stage)))
         if self.zero >= 3:
             deps.append(self.gather_params(chunk, f"F{p.microbatch}"))
-        elif p.microbatch == 0:
-            deps.append(self.param_gather.get(chunk.index, -1))
-        op = self.b.add("compute", f"F.mb{p.microbatch}.c{chunk.index}", "compute", tuple(deps),
-                        self.forward_bodies[chunk.index], phase="F", microbatch=p.microbatch,
-                        chunk=chunk.index, layers=chunk.layers)
+        gathers = self.param_gather.get(chunk.index, []) if p.microbatch == 0 else []
+        if gathers:
+            # The first forward pass runs bucket by bucket as the prefetched weights arrive.
+            buckets = list(reversed(self.buckets(chunk)))
+            op = -1
+            for index, body in enumerate(_forward_bodies(chunk, self.shapes, buckets)):
+                op = self.b.add("compute", f"F.mb0.c{chunk.index}.b{index}", "compute",
+                                (*deps, gathers[index]), body, phase="F", microbatch=0,
+                                chunk=chunk.index, layers=buckets[index])
+        else:
+            op = self.b.add("compute", f"F.mb{p.microbatch}.c{chunk.index}", "compute",
+                            tuple(deps), self.forward_bodies[chunk.index], phase="F",
+                            microbatch=p.microbatch, chunk=chunk.index, layers=chunk.layers)
         self.b.alloc(op, f"act.mb{p.microbatch}.c{chunk.index}", "activations",
                      self.activations[chunk.index])
         if self.zero >= 3:
@@ -212,8 +230,7 @@ class _StageLowering:
                                    tag=("grad", p.microbatch, chunk.virtual_stage)))
         if self.zero >= 3:
             deps.append(self.gather_params(chunk, f"B{p.microbatch}"))
-        buckets = _buckets(chunk, self.per_layer_params, self.bucket_size) if final else [
-            chunk.layers]
+        buckets = self.buckets(chunk) if final else [chunk.layers]
         key = (chunk.index, tuple(buckets))
         if key not in self.backward_bodies:
             self.backward_bodies[key] = _backward_bodies(chunk, self.shapes, buckets)
@@ -232,6 +249,10 @@ class _StageLowering:
             self.b.add("send", f"send_grad.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
                        nbytes=self._boundary_bytes(), peer_stage=self.previous_stage,
                        tag=("grad", p.microbatch, chunk.virtual_stage - 1))
+
+    def buckets(self, chunk: _Chunk) -> list[int]:
+        """Layers per gradient (and weight) bucket of a chunk, in backward order."""
+        return _buckets(chunk, self.per_layer_params, self.bucket_size)
 
     def bucket_params(self, chunk: _Chunk, layers: int, index: int, buckets: int) -> float:
         """Parameters whose gradients bucket ``index`` holds (the head's go with the first
@@ -275,9 +296,15 @@ class _StageLowering:
 
     def lower(self) -> RankClass:
         self.states()
-        if self.par.overlap_param_gather:
+        if self.par.overlap_param_gather and self.zero in (1, 2) and self.layout.dp > 1:
             for chunk in self.chunks:
-                self.param_gather[chunk.index] = self.gather_params(chunk, "prefetch")
+                backward = self.buckets(chunk)
+                count = len(backward)
+                self.param_gather[chunk.index] = [
+                    self.gather_params(chunk, f"prefetch.b{j}", self.bucket_params(
+                        chunk, backward[count - 1 - j], count - 1 - j, count))
+                    for j in range(count)
+                ]
         order = pipeline_order(self.stage, self.layout.pp, self.layout.vp,
                                self.layout.micro_batches)
         last_backward = {p.chunk: i for i, p in enumerate(order) if p.phase == "B"}

@@ -37,6 +37,14 @@ class MemorySpec(Spec):
     stream_bandwidth_gb_s: PositiveFloat | None = Field(
         default=None, description="Measured or vendor-expected STREAM TRIAD bandwidth."
     )
+    elementwise_bandwidth_gb_s: PositiveFloat | None = Field(
+        default=None, description="Bandwidth element-wise and normalization kernels reach in "
+        "training (measured), below STREAM because they are short and irregular.",
+    )
+    softmax_bandwidth_gb_s: PositiveFloat | None = Field(
+        default=None, description="Bandwidth an unfused scale-mask-softmax over attention "
+        "scores reaches in training (measured).",
+    )
     latency_ns: PositiveFloat | None = None
 
     @model_validator(mode="after")
@@ -85,6 +93,10 @@ class GpuComputeSpec(Spec):
     )
     gemm_reference_k: PositiveInt | None = Field(
         default=None, description="K of the shape at which gemm_efficiency was measured.",
+    )
+    comm_overlap_slowdown: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Fraction by which compute kernels slow "
+        "down while communication kernels run beside them on the same GPU.",
     )
     kernel_launch_us: PositiveFloat | None = Field(
         default=None, description="Time between back-to-back kernels on one stream."
