@@ -1,0 +1,122 @@
+"""The simulated step: invariants, determinism, the Result contract, the timeline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ghsim.cli import main
+from ghsim.config import load_scenario
+from ghsim.engine.attribution import BREAKDOWN_KEYS
+from ghsim.engine.simulate import simulate
+from ghsim.report.trace import chrome_trace
+
+SMALL = "configs/scenarios/llama3-70b-gh200-nvl32.yaml"
+BASE = [
+    "model.layers=8", "training.seq_len=2048", "training.global_batch=16",
+    "parallelism.vp=2",
+]
+DGX = [
+    "system=dgx-h100", "num_gpus=32", "model=llama2-13b", "model.layers=8",
+    "training.seq_len=2048", "training.global_batch=32", "training.precision=bf16",
+    "parallelism.tp=2", "parallelism.pp=2", "parallelism.vp=2",
+]
+
+
+def step(overrides: list[str], base: list[str] = DGX) -> float:
+    return simulate(load_scenario(SMALL, [*base, *overrides])).step_time_s
+
+
+def test_result_contract() -> None:
+    result = simulate(load_scenario(SMALL, BASE)).to_dict()
+    for key in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+                "mfu", "breakdown_s", "bottleneck", "memory", "links", "warnings", "inputs"):
+        assert key in result
+    assert set(result["breakdown_s"]) == set(BREAKDOWN_KEYS)
+    assert sum(result["breakdown_s"].values()) == pytest.approx(result["step_time_s"], rel=1e-6)
+    assert result["memory"]["hbm"]["capacity_bytes"] == 141 * 2**30
+    assert result["inputs"]["digest"] and result["inputs"]["ghsim_version"]
+    assert 0 < result["mfu"] < 1
+    assert result["bottleneck"]["resource"] and result["bottleneck"]["why"]
+    json.dumps(result)  # plain data
+
+
+def test_deterministic() -> None:
+    first = simulate(load_scenario(SMALL, BASE)).to_dict()
+    second = simulate(load_scenario(SMALL, BASE)).to_dict()
+    assert first == second
+
+
+FASTER = st.sampled_from([
+    "system.node.gpu.gpu.compute.peak_tflops.bf16={}",
+    "system.node.gpu.gpu.memory.stream_bandwidth_gb_s={}",
+    "system.node.gpu.gpu.memory.elementwise_bandwidth_gb_s={}",
+    "system.node.gpu.gpu.nvlink.nccl_busbw_gb_s={}",
+    "system.node.nic.nic.nccl_busbw_gb_s={}",
+])
+BASE_VALUES = {"peak_tflops.bf16": 989.4, "stream_bandwidth_gb_s": 2848,
+               "elementwise_bandwidth_gb_s": 1615, "nccl_busbw_gb_s": 370}
+
+
+@settings(max_examples=12, deadline=None)
+@given(FASTER, st.floats(min_value=1.0, max_value=4.0))
+def test_more_bandwidth_or_flops_never_slows_the_step(template: str, factor: float) -> None:
+    key = next(k for k in BASE_VALUES if k in template)
+    base = BASE_VALUES[key] if "nic" not in template else 47.0
+    faster = step([template.format(base * factor)])
+    assert faster <= step([template.format(base)]) * (1 + 1e-9)
+
+
+def test_step_is_never_shorter_than_the_busiest_resource() -> None:
+    result = simulate(load_scenario(SMALL, DGX))
+    assert result.timeline is not None
+    for cls in result.timeline.classes:
+        compute = sum(sum(p.values()) for p in cls.compute_parts.values())
+        assert result.step_time_s >= compute * (1 - 1e-9)
+        assert cls.links is not None
+        for usage in cls.links.usage.values():
+            assert result.step_time_s >= usage.busy_s * (1 - 1e-9)
+
+
+def test_more_replicas_change_only_data_parallel_communication() -> None:
+    def run(dp: int) -> dict[str, float]:
+        overrides = [f"num_gpus={4 * dp}", f"training.global_batch={16 * dp}"]
+        result = simulate(load_scenario(SMALL, [*DGX, *overrides]))
+        return {**result.breakdown_s, **result.compute_breakdown_s}
+
+    two, eight = run(2), run(8)
+    for key in ("gemm", "attention", "elementwise", "recompute", "tp"):
+        assert eight[key] == pytest.approx(two[key], rel=1e-9), key
+
+
+def test_offload_is_flagged_not_ignored_silently() -> None:
+    result = simulate(load_scenario("llama3-8b-gh200-offload"))
+    assert any("not simulated yet" in w for w in result.warnings)
+    assert not result.memory["fits"] or result.memory["hbm"]["peak_bytes"] > 0
+
+
+def test_trace_opens_in_perfetto(tmp_path: Path) -> None:
+    assert main(["run", SMALL, *sum((["--set", o] for o in BASE), []), "-o", str(tmp_path),
+                 "--json"]) == 0
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    result = json.loads((tmp_path / "result.json").read_text())
+    events = trace["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert len(processes) == 4  # one per rank class (pp 4)
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("name") == "thread_name"}
+    assert "compute" in threads.values() and "pp_send" in threads.values()
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all((e["pid"], e["tid"]) in threads for e in spans)
+    end_us = max(e["ts"] + e["dur"] for e in spans)
+    assert end_us == pytest.approx(result["step_time_s"] * 1e6, rel=1e-9)
+
+
+def test_chrome_trace_is_plain_json() -> None:
+    result = simulate(load_scenario(SMALL, BASE))
+    assert result.timeline is not None
+    json.dumps(chrome_trace(result.timeline))
