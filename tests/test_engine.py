@@ -100,8 +100,8 @@ def test_offload_is_flagged_not_ignored_silently() -> None:
 
 
 def test_trace_opens_in_perfetto(tmp_path: Path) -> None:
-    assert main(["run", SMALL, *sum((["--set", o] for o in BASE), []), "-o", str(tmp_path),
-                 "--json"]) == 0
+    sets = [arg for override in BASE for arg in ("--set", override)]
+    assert main(["run", SMALL, *sets, "-o", str(tmp_path), "--json"]) == 0
     trace = json.loads((tmp_path / "trace.json").read_text())
     result = json.loads((tmp_path / "result.json").read_text())
     events = trace["traceEvents"]
