@@ -1,10 +1,12 @@
 """ghsim: performance simulator for large-model training on NVIDIA Grace Hopper systems.
 
-The library face: load validated inputs, build the hardware graph, count a model.
+The library face: load validated inputs, build the hardware graph, lower the step, simulate it.
 
 >>> import ghsim
->>> scenario = ghsim.load_scenario("llama3-70b-gh200-nvl32")
->>> graph = ghsim.build_graph(scenario.spec.system, scenario.spec.num_gpus)
+>>> scenario = ghsim.load_scenario("llama3-70b-gh200-nvl32", ["parallelism.tp=8"])
+>>> result = ghsim.simulate(scenario)
+>>> result.step_time_s > 0
+True
 """
 
 from ghsim.config import (
@@ -17,10 +19,13 @@ from ghsim.config import (
     load_system,
     load_validation_points,
 )
+from ghsim.engine.result import Result
+from ghsim.engine.simulate import simulate
 from ghsim.errors import ConfigError, GhsimError, InputError, LayoutError, OverrideError
 from ghsim.hardware import Endpoint, Route, SystemGraph, build_graph, system_totals
 from ghsim.version import __version__
 from ghsim.workload import model_flops_per_token, parameter_count
+from ghsim.workload.lower import lower
 
 __all__ = [
     "ConfigError",
@@ -28,6 +33,7 @@ __all__ = [
     "GhsimError",
     "InputError",
     "Layout",
+    "Result",
     "LayoutError",
     "OverrideError",
     "Route",
@@ -41,7 +47,9 @@ __all__ = [
     "load_scenario",
     "load_system",
     "load_validation_points",
+    "lower",
     "model_flops_per_token",
     "parameter_count",
+    "simulate",
     "system_totals",
 ]

@@ -29,3 +29,13 @@ def test_lowering_gpt3_mlperf_under_1_s_and_500_mib() -> None:
     )
     print(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.benchmark
+def test_simulation_speed() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_simulate.py")],
+        capture_output=True, text=True, check=False,
+    )
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr

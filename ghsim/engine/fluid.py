@@ -18,6 +18,8 @@ class _Flow:
     remaining_s: float
     """Standalone seconds of work left."""
     done: simpy.Event
+    start: float
+    nbytes: float
 
 
 @dataclass
@@ -35,6 +37,8 @@ class SharedLinks:
     env: simpy.Environment
     flows: dict[int, _Flow] = field(default_factory=dict)
     usage: dict[str, LinkUsage] = field(default_factory=dict)
+    transfers: list[tuple[str, float, float, float]] = field(default_factory=list)
+    """Every finished transfer: link, start, end (seconds), bytes."""
     _last: float = 0.0
     _generation: int = 0
     _next_id: int = 0
@@ -69,7 +73,9 @@ class SharedLinks:
             return
         self._advance()
         for key in [k for k, f in self.flows.items() if f.remaining_s <= 1e-12]:
-            self.flows.pop(key).done.succeed()
+            flow = self.flows.pop(key)
+            self.transfers.append((flow.link, flow.start, self.env.now, flow.nbytes))
+            flow.done.succeed()
         self._reschedule()
 
     def transfer(self, link: str, standalone_s: float, nbytes: float) -> simpy.Event:
@@ -80,7 +86,7 @@ class SharedLinks:
             done.succeed()
             return done
         self._advance()
-        self.flows[self._next_id] = _Flow(link, standalone_s, done)
+        self.flows[self._next_id] = _Flow(link, standalone_s, done, self.env.now, nbytes)
         self._next_id += 1
         self._reschedule()
         return done
