@@ -1,4 +1,7 @@
-"""Speed and memory targets, run only with ``pytest -m benchmark`` (never in the default run)."""
+"""Speed and memory targets, run only with ``pytest -m benchmark`` (never in the default run).
+
+Each benchmark script prints its figures and exits non-zero when it misses its target.
+"""
 
 from __future__ import annotations
 
@@ -12,29 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.benchmark
-def test_graph_builds_16384_gpus_under_2_s_and_1_gib() -> None:
+@pytest.mark.parametrize("script", ["bench_graph.py", "bench_lower.py", "bench_simulate.py"])
+def test_benchmark_meets_its_target(script: str) -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_graph.py")],
-        capture_output=True, text=True, check=False,
-    )
-    print(result.stdout)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-@pytest.mark.benchmark
-def test_lowering_gpt3_mlperf_under_1_s_and_500_mib() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_lower.py")],
-        capture_output=True, text=True, check=False,
-    )
-    print(result.stdout)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-@pytest.mark.benchmark
-def test_simulation_speed() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_simulate.py")],
+        [sys.executable, str(ROOT / "benchmarks" / script)],
         capture_output=True, text=True, check=False,
     )
     print(result.stdout)

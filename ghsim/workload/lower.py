@@ -26,9 +26,8 @@ from ghsim.workload.modelsize import model_flops_per_token, parameter_count
 from ghsim.workload.placement import place_groups
 from ghsim.workload.schedule import Pass, pipeline_order
 from ghsim.workload.shapes import LayerShapes, layer_shapes
+from ghsim.workload.states import BYTES_PER_PARAM
 
-_STATE_BYTES = {"fp32": (4, 4, 8), "bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp8": (2, 2, 12)}
-"""Bytes per parameter of weights, gradients and Adam state (ZeRO, arXiv:1910.02054 s3.1)."""
 ADAM_BYTES_PER_PARAM = 28
 """Adam step traffic per parameter: read the gradient (2) and the FP32 master weight, momentum and
 variance (12), write those three (12) and the BF16 weight (2)."""
@@ -138,7 +137,7 @@ class _StageLowering:
         self.shapes = layer_shapes(scenario.spec, scenario.layout)
         self.chunks = _chunks(scenario, stage)
         self.b = _Builder()
-        w, g, o = _STATE_BYTES[scenario.spec.training.precision]
+        w, g, o = BYTES_PER_PARAM[scenario.spec.training.precision]
         self.state_bytes = (w, g, o)
         self.per_layer_params = parameter_count(scenario.spec.model).per_layer / self.layout.tp
         self.bucket_size = max(40e6, 1e6 * self.layout.dp)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ghsim.config.schema import ScenarioSpec
 from ghsim.workload.modelsize import parameter_count
 
-_BYTES_PER_PARAM = {  # weights, gradients, optimizer states
+BYTES_PER_PARAM = {  # weights, gradients, optimizer states
     "fp32": (4, 4, 8),
     "bf16": (2, 2, 12),
     "fp16": (2, 2, 12),
@@ -51,7 +51,7 @@ def params_per_gpu(spec: ScenarioSpec) -> float:
 def model_state_bytes(spec: ScenarioSpec, dp: int) -> StateBytes:
     """Weights, gradients and optimizer bytes on one GPU of the first pipeline stage."""
     params = params_per_gpu(spec)
-    w, g, o = _BYTES_PER_PARAM[spec.training.precision]
+    w, g, o = BYTES_PER_PARAM[spec.training.precision]
     stage = spec.parallelism.zero_stage
     shard = float(dp)
     return StateBytes(
