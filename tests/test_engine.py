@@ -93,12 +93,6 @@ def test_more_replicas_change_only_data_parallel_communication() -> None:
         assert eight[key] == pytest.approx(two[key], rel=1e-9), key
 
 
-def test_offload_is_flagged_not_ignored_silently() -> None:
-    result = simulate(load_scenario("llama3-8b-gh200-offload"))
-    assert any("not simulated yet" in w for w in result.warnings)
-    assert not result.memory["fits"] or result.memory["hbm"]["peak_bytes"] > 0
-
-
 def test_trace_opens_in_perfetto(tmp_path: Path) -> None:
     sets = [arg for override in BASE for arg in ("--set", override)]
     assert main(["run", SMALL, *sets, "-o", str(tmp_path), "--json"]) == 0

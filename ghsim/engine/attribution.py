@@ -17,6 +17,9 @@ BREAKDOWN_KEYS = ("compute", "tp", "cp", "pp", "dp", "pipeline_bubble", "offload
 COMPUTE_KEYS = ("gemm", "attention", "elementwise", "optimizer", "recompute", "overlap")
 
 
+_HOST = {"copy": "offload", "cpu": "cpu", "migrate": "migration"}
+
+
 def critical_class(timeline: Timeline) -> ClassTimeline:
     """The rank class whose last op ends last (the first stage, on ties)."""
     return max(timeline.classes, key=lambda c: (max(s.end for s in c.spans), -c.rank_class.stage))
@@ -32,6 +35,8 @@ def _blame(cls: ClassTimeline, op_id: int, previous: int | None) -> tuple[str, i
     kind = cls.rank_class.ops[last]
     if kind.kind == "recv":
         return "pp", last
+    if kind.kind in _HOST:
+        return _HOST[kind.kind], None
     if kind.kind == "collective":
         return ("pp" if kind.attrs["group"] == "embedding" else kind.attrs["group"]), None
     return "other", None
@@ -64,6 +69,7 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
     if tail > 0:
         last = max(cls.spans, key=lambda s: s.end)
         op = cls.rank_class.ops[last.op]
-        key = op.attrs.get("group", "other") if op.kind == "collective" else "other"
+        key = op.attrs.get("group", "other") if op.kind == "collective" else _HOST.get(
+            op.kind, "other")
         parts["pp" if key == "embedding" else key] += tail
     return parts, compute

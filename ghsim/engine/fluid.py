@@ -1,8 +1,9 @@
-"""Transfers that share a link: processor sharing, re-balanced whenever a transfer starts or ends.
+"""Transfers that share links: processor sharing, re-balanced whenever a transfer starts or ends.
 
-Each transfer has a standalone duration (its bytes at the bandwidth it would get alone); while
-``k`` transfers are active on the same link each advances at ``1/k`` of its standalone speed. With
-one link per transfer this is exactly max-min fair sharing of the link.
+Each transfer has a standalone duration (its work at the speed it would get alone) and crosses
+one or more links of its rank (``nic``, ``nvlink``, ``c2c_h2d``, ``lpddr``, ``grace`` ...). While
+``k`` transfers are active on a link, each gets ``1/k`` of it; a transfer advances at the share of
+its most crowded link. With one link per transfer this is max-min fair sharing of that link.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import simpy
 
 @dataclass
 class _Flow:
-    link: str
+    links: tuple[str, ...]
     remaining_s: float
     """Standalone seconds of work left."""
     done: simpy.Event
@@ -38,20 +39,28 @@ class SharedLinks:
     flows: dict[int, _Flow] = field(default_factory=dict)
     usage: dict[str, LinkUsage] = field(default_factory=dict)
     transfers: list[tuple[str, float, float, float]] = field(default_factory=list)
-    """Every finished transfer: link, start, end (seconds), bytes."""
+    """Every finished transfer: its first link, start, end (seconds), bytes."""
     _last: float = 0.0
     _generation: int = 0
     _next_id: int = 0
+
+    def _counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for flow in self.flows.values():
+            for link in flow.links:
+                counts[link] = counts.get(link, 0) + 1
+        return counts
+
+    def _rate(self, flow: _Flow, counts: dict[str, int]) -> float:
+        return 1.0 / max(counts[link] for link in flow.links)
 
     def _advance(self) -> None:
         now = self.env.now
         elapsed = now - self._last
         if elapsed > 0 and self.flows:
-            counts: dict[str, int] = {}
+            counts = self._counts()
             for flow in self.flows.values():
-                counts[flow.link] = counts.get(flow.link, 0) + 1
-            for flow in self.flows.values():
-                flow.remaining_s -= elapsed / counts[flow.link]
+                flow.remaining_s -= elapsed * self._rate(flow, counts)
             for link in counts:
                 self.usage.setdefault(link, LinkUsage()).busy_s += elapsed
         self._last = now
@@ -60,10 +69,8 @@ class SharedLinks:
         self._generation += 1
         if not self.flows:
             return
-        counts: dict[str, int] = {}
-        for flow in self.flows.values():
-            counts[flow.link] = counts.get(flow.link, 0) + 1
-        soonest = min(f.remaining_s * counts[f.link] for f in self.flows.values())
+        counts = self._counts()
+        soonest = min(f.remaining_s / self._rate(f, counts) for f in self.flows.values())
         generation = self._generation
         wake = self.env.timeout(max(soonest, 0.0))
         wake.callbacks.append(lambda _event: self._wake(generation))
@@ -74,19 +81,22 @@ class SharedLinks:
         self._advance()
         for key in [k for k, f in self.flows.items() if f.remaining_s <= 1e-12]:
             flow = self.flows.pop(key)
-            self.transfers.append((flow.link, flow.start, self.env.now, flow.nbytes))
+            self.transfers.append((flow.links[0], flow.start, self.env.now, flow.nbytes))
             flow.done.succeed()
         self._reschedule()
 
-    def transfer(self, link: str, standalone_s: float, nbytes: float) -> simpy.Event:
-        """Start a transfer of ``standalone_s`` seconds of work on ``link``; returns its end."""
+    def transfer(self, links: str | tuple[str, ...], standalone_s: float,
+                 nbytes: float) -> simpy.Event:
+        """Start ``standalone_s`` seconds of work across ``links``; returns its end."""
+        links = (links,) if isinstance(links, str) else links
         done = self.env.event()
-        self.usage.setdefault(link, LinkUsage()).bytes += nbytes
+        for link in links:
+            self.usage.setdefault(link, LinkUsage()).bytes += nbytes
         if standalone_s <= 0:
             done.succeed()
             return done
         self._advance()
-        self.flows[self._next_id] = _Flow(link, standalone_s, done, self.env.now, nbytes)
+        self.flows[self._next_id] = _Flow(links, standalone_s, done, self.env.now, nbytes)
         self._next_id += 1
         self._reschedule()
         return done
@@ -95,13 +105,12 @@ class SharedLinks:
         """Whether any transfer is in flight."""
         return bool(self.flows)
 
-    def busy_for_s(self) -> float:
-        """How much longer transfers already in flight keep some link busy (if none start)."""
+    def busy_for_s(self, links: frozenset[str] | None = None) -> float:
+        """How much longer transfers in flight keep a link busy (if no more start); only
+        transfers on ``links`` count when given."""
         self._advance()
-        counts: dict[str, int] = {}
-        for flow in self.flows.values():
-            counts[flow.link] = counts.get(flow.link, 0) + 1
         left: dict[str, float] = {}
         for flow in self.flows.values():
-            left[flow.link] = left.get(flow.link, 0.0) + flow.remaining_s
+            if links is None or links.intersection(flow.links):
+                left[flow.links[0]] = left.get(flow.links[0], 0.0) + flow.remaining_s
         return max(left.values(), default=0.0)

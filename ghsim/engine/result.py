@@ -22,6 +22,8 @@ class Result:
     compute_breakdown_s: dict[str, float]
     bottleneck: dict[str, Any]
     memory: dict[str, Any]
+    host: dict[str, Any]
+    """Host-link bytes and utilization each way, and host-CPU utilization."""
     links: list[dict[str, Any]]
     warnings: list[str]
     inputs: dict[str, Any]
@@ -40,6 +42,7 @@ class Result:
             "compute_breakdown_s": self.compute_breakdown_s,
             "bottleneck": self.bottleneck,
             "memory": self.memory,
+            "host": self.host,
             "links": self.links,
             "warnings": self.warnings,
             "workload": self.workload,

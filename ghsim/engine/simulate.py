@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ghsim.config import Scenario
+from ghsim.config import Scenario, scenario_from_spec
+from ghsim.config.schema import ScenarioSpec
 from ghsim.costmodel.collectives import CommCostModel, comm_cost_model
 from ghsim.costmodel.gpu import gpu_cost_model
+from ghsim.costmodel.host import host_cost_model
 from ghsim.engine.attribution import breakdown, critical_class
 from ghsim.engine.result import Result
 from ghsim.engine.simulator import Simulator, Timeline
@@ -14,7 +16,7 @@ from ghsim.version import __version__
 from ghsim.workload.ir import Workload
 from ghsim.workload.lower import lower
 from ghsim.workload.shapes import GEMM_DTYPE
-from ghsim.workload.summary import memory_profile
+from ghsim.workload.summary import memory_profile, timed_peak
 
 _WHY = {
     "pipeline_bubble": "pipeline stages wait for each other during warm-up and cool-down",
@@ -61,30 +63,89 @@ def _group_links(workload: Workload, comm: CommCostModel) -> dict[str, str]:
     return names
 
 
+def _host_links(spec: ScenarioSpec, link: str) -> dict[str, str]:
+    cpu = "grace_cpu" if spec.system.node.cpu.name.startswith("grace") else "host_cpu"
+    path = "nvlink_c2c" if link == "c2c" else "pcie"
+    return {"offload": path, "migration": f"{path} (page migration)", "cpu": cpu}
+
+
+def _host_usage(timeline: Timeline, step: float, link: str) -> dict[str, Any]:
+    """Host-link traffic each way and host-CPU load of the critical rank class."""
+    links = critical_class(timeline).links
+    assert links is not None
+    usage = links.usage
+    view: dict[str, Any] = {"link": link}
+    for name in ("h2d", "d2h", "cpu"):
+        entry = usage.get(name)
+        if name != "cpu":
+            view[f"{name}_bytes"] = entry.bytes if entry else 0.0
+        view[f"{name}_utilization"] = entry.busy_s / step if entry and step else 0.0
+    return view
+
+
+def _capacities(spec: ScenarioSpec) -> dict[str, float]:
+    node = spec.system.node
+    gpu, cpu = node.gpu.gpu, node.cpu.cpu
+    assert gpu is not None and cpu is not None
+    host_tier = "lpddr" if cpu.memory.type == "lpddr5x" else "host_ddr"
+    return {"hbm": gpu.memory.capacity_bytes,
+            host_tier: cpu.memory.capacity_bytes * node.cpus / node.gpus}
+
+
+def _hbm_peak(scenario: Scenario) -> float:
+    return max(memory_profile(c).peak for c in lower(scenario).classes)
+
+
+def _what_would_fit(scenario: Scenario, capacity: float) -> str:
+    """A sentence naming an offload strategy under which the step would fit, if one does."""
+    for strategy in ("optimizer", "activations", "params"):
+        if strategy == scenario.spec.offload.strategy:
+            continue
+        offload = scenario.spec.offload.model_copy(update={"strategy": strategy})
+        other = scenario_from_spec(scenario.spec.model_copy(update={"offload": offload}),
+                                   scenario.source)
+        peak = _hbm_peak(other)
+        if peak <= capacity:
+            return (f"; {strategy} offload would bring the HBM peak to {peak / 2**30:.0f} GiB "
+                    f"of {capacity / 2**30:.0f}")
+    return "; no single offload strategy makes it fit: add GPUs or parallelism"
+
+
+def _memory(scenario: Scenario,
+            timeline: Timeline) -> tuple[dict[str, Any], list[str]]:
+    """Peak of each memory tier inside the step (per GPU), when it happens, and whether the step
+    fits; warnings say what does not fit and what would make it fit."""
+    capacities = _capacities(scenario.spec)
+    memory: dict[str, Any] = {}
+    warnings: list[str] = []
+    for tier, capacity in capacities.items():
+        peak, when = max((timed_peak(c.rank_class, tier, c.end_of) for c in timeline.classes),
+                         key=lambda x: x[0])
+        memory[tier] = {"peak_bytes": peak, "capacity_bytes": capacity, "peak_at_s": when}
+        if peak > capacity:
+            message = (f"the step does not fit: {tier.upper()} peak {peak / 2**30:.1f} GiB "
+                       f"exceeds {capacity / 2**30:.1f} GiB per GPU")
+            if tier == "hbm":
+                message += _what_would_fit(scenario, capacity)
+            warnings.append(message)
+    memory["fits"] = not warnings
+    return memory, warnings
+
+
 def simulate(scenario: Scenario) -> Result:
     """Simulate one optimizer step of ``scenario``."""
     spec, layout = scenario.spec, scenario.layout
     workload = lower(scenario)
     gpu = gpu_cost_model(spec.system.node.gpu)
     comm = comm_cost_model(spec.system)
-    timeline = Simulator(workload, gpu, comm, layout.gpus_per_domain).run()
+    host = host_cost_model(spec.system)
+    timeline = Simulator(workload, gpu, comm, host, layout.gpus_per_domain).run()
     step = timeline.step_time_s
     parts, compute = breakdown(timeline)
     tokens_per_s = layout.tokens_per_step / step
     model_flops_per_gpu = workload.model_flops_per_step / step / layout.num_gpus
     peak = gpu.peak_flops[GEMM_DTYPE[spec.training.precision]]
-    profiles = [memory_profile(c) for c in workload.classes]
-    hbm_peak = max(p.peak for p in profiles)
-    gpu_part = spec.system.node.gpu.gpu
-    assert gpu_part is not None
-    capacity = gpu_part.memory.capacity_bytes
-    warnings = []
-    if hbm_peak > capacity:
-        warnings.append(f"the step does not fit: HBM peak {hbm_peak / 2**30:.1f} GiB exceeds "
-                        f"{capacity / 2**30:.1f} GiB per GPU")
-    if spec.offload.strategy != "none":
-        warnings.append(f"offload strategy {spec.offload.strategy!r} is not simulated yet; "
-                        "the step runs as if nothing were offloaded")
+    memory, warnings = _memory(scenario, timeline)
     return Result(
         step_time_s=step,
         tokens_per_s=tokens_per_s,
@@ -93,9 +154,10 @@ def simulate(scenario: Scenario) -> Result:
         mfu=model_flops_per_gpu / peak,
         breakdown_s=parts,
         compute_breakdown_s=compute,
-        bottleneck=_bottleneck(parts, compute, step, _group_links(workload, comm)),
-        memory={"hbm": {"peak_bytes": hbm_peak, "capacity_bytes": capacity},
-                "fits": hbm_peak <= capacity},
+        bottleneck=_bottleneck(parts, compute, step,
+                               {**_group_links(workload, comm), **_host_links(spec, host.link)}),
+        memory=memory,
+        host=_host_usage(timeline, step, host.link),
         links=_links(timeline, step),
         warnings=warnings,
         inputs={"scenario": spec.model_dump(mode="json"), "source": scenario.source,

@@ -17,6 +17,7 @@ import simpy
 
 from ghsim.costmodel.collectives import CommCostModel
 from ghsim.costmodel.gpu import GpuCostModel
+from ghsim.costmodel.host import HostCostModel
 from ghsim.engine.fluid import SharedLinks
 from ghsim.workload.ir import Comm, Kernel, Op, RankClass, Step, Workload
 from ghsim.workload.summary import wire_bytes
@@ -58,6 +59,10 @@ class Timeline:
         return max((s.end for c in self.classes for s in c.spans), default=0.0)
 
 
+_COMM_LINKS = frozenset({"nvlink", "nic"})
+"""Links whose traffic is driven by communication kernels on the SMs (copies use copy engines)."""
+
+
 def _category(step: Kernel) -> str:
     if step.recompute:
         return "recompute"
@@ -70,10 +75,11 @@ class Simulator:
     """Simulates one optimizer step of a workload."""
 
     def __init__(self, workload: Workload, gpu: GpuCostModel, comm: CommCostModel,
-                 gpus_per_domain: int) -> None:
+                 host: HostCostModel, gpus_per_domain: int) -> None:
         self.workload = workload
         self.gpu = gpu
         self.comm = comm
+        self.host = host
         self.gpus_per_domain = gpus_per_domain
         self.env = simpy.Environment()
         self.mailbox: dict[tuple[Any, ...], simpy.Event] = {}
@@ -118,7 +124,7 @@ class Simulator:
             timeline.transfer_s[op.id] = self.arrival_s[key]
         elif op.kind == "compute":
             parts = self.body_parts(op.body, rank_class)
-            overlap = min(links.busy_for_s(), sum(parts.values()))
+            overlap = min(links.busy_for_s(_COMM_LINKS), sum(parts.values()))
             if overlap > 0 and self.gpu.overlap_slowdown:
                 # Communication kernels running beside this op take SMs and memory bandwidth.
                 parts = {**parts, "overlap": overlap * self.gpu.overlap_slowdown}
@@ -140,8 +146,19 @@ class Simulator:
             key = (op.attrs["tag"], rank_class.stage)
             self.arrival_s[key] = self.env.now - start
             self._mail(key).succeed()
+        elif op.kind == "copy":
+            direction = op.attrs["direction"]
+            seconds = self.host.copy_s(op.bytes, direction)
+            yield links.transfer((direction, "host_memory"), seconds, op.bytes)
+        elif op.kind == "cpu":
+            seconds = self.host.cpu_s(op.flops, op.bytes, op.attrs.get("cores"))
+            yield links.transfer(("cpu", "host_memory"), seconds, op.bytes)
+        elif op.kind == "migrate":
+            moved_in, moved_out = op.attrs["in_bytes"], op.attrs["out_bytes"]
+            seconds = self.host.migrate_s(moved_in, moved_out, op.attrs["faults"])
+            yield links.transfer(("h2d", "d2h", "host_memory"), seconds, moved_in + moved_out)
         else:
-            raise NotImplementedError(f"the engine cannot run {op.kind!r} ops yet")
+            raise NotImplementedError(f"the engine cannot run {op.kind!r} ops")
 
     def _stream(self, timeline: ClassTimeline, ops: list[Op],
                 done: list[simpy.Event]) -> Generator[simpy.Event, Any, None]:

@@ -23,6 +23,7 @@ from ghsim.workload import kernels as K
 from ghsim.workload.activations import head_activation_bytes, layer_activation_bytes
 from ghsim.workload.ir import Kernel, MemoryEvent, Op, RankClass, Step, Workload, check_dag
 from ghsim.workload.modelsize import model_flops_per_token, parameter_count
+from ghsim.workload.offload import offload_policy
 from ghsim.workload.placement import place_groups
 from ghsim.workload.schedule import Pass, pipeline_order
 from ghsim.workload.shapes import LayerShapes, layer_shapes
@@ -64,9 +65,10 @@ class _Builder:
         self.tails[stream] = op_id
         return op_id
 
-    def alloc(self, op: int, buffer: str, category: str, nbytes: float) -> None:
+    def alloc(self, op: int, buffer: str, category: str, nbytes: float,
+              tier: str = "hbm") -> None:
         if nbytes:
-            self.memory.append(MemoryEvent(op, buffer, category, "hbm", nbytes))  # type: ignore[arg-type]
+            self.memory.append(MemoryEvent(op, buffer, category, tier, nbytes))  # type: ignore[arg-type]
 
 
 def _chunks(scenario: Scenario, stage: int) -> list[_Chunk]:
@@ -88,6 +90,7 @@ def _chunks(scenario: Scenario, stage: int) -> list[_Chunk]:
 
 
 def _forward_body(chunk: _Chunk, s: LayerShapes) -> tuple[Step, ...]:
+    """The chunk's whole forward pass as one body."""
     return _forward_bodies(chunk, s, [chunk.layers])[0]
 
 
@@ -149,8 +152,13 @@ class _StageLowering:
         self.backward_bodies: dict[tuple[int, tuple[int, ...]], list[tuple[Step, ...]]] = {}
         per_layer = layer_activation_bytes(self.shapes)
         head = head_activation_bytes(self.shapes)
-        self.activations = {c.index: c.layers * per_layer + (head if c.last else 0.0)
-                            for c in self.chunks}
+        self.layer_activations = per_layer
+        self.head_activations = head
+        self.saved: dict[tuple[int, int], list[tuple[str, float]]] = {}
+        """Activation buffers each (micro-batch, chunk) keeps for its backward pass."""
+        self.policy = offload_policy(scenario)
+        self.compute_history: list[int] = []
+        """Compute ops emitted so far (streaming offload policies prefetch relative to them)."""
 
     @property
     def previous_stage(self) -> int:
@@ -170,12 +178,17 @@ class _StageLowering:
         return float(s.sp_tokens * s.hidden * s.act_bytes)
 
     def states(self) -> None:
+        """Weights, gradients and optimizer states, in the tiers the offload policy puts them."""
         w, g, o = self.state_bytes
         params = sum(c.params for c in self.chunks)
         dp = self.layout.dp
-        self.b.alloc(-1, "weights", "weights", params * w / (dp if self.zero >= 3 else 1))
-        self.b.alloc(-1, "gradients", "gradients", params * g / (dp if self.zero >= 2 else 1))
-        self.b.alloc(-1, "optimizer", "optimizer", params * o / (dp if self.zero >= 1 else 1))
+        sizes = {"weights": params * w / (dp if self.zero >= 3 else 1),
+                 "gradients": params * g / (dp if self.zero >= 2 else 1),
+                 "optimizer": params * o / (dp if self.zero >= 1 else 1)}
+        for category, nbytes in sizes.items():
+            host = self.policy.host_fraction(category)
+            self.b.alloc(-1, category, category, nbytes * (1 - host))
+            self.b.alloc(-1, f"{category}.host", category, nbytes * host, self.policy.host_tier)
 
     def gather_params(self, chunk: _Chunk, tag: str, params: float | None = None) -> int:
         """A data-parallel all-gather of the chunk's (or a bucket's) updated weights."""
@@ -198,20 +211,30 @@ class _StageLowering:
         if self.zero >= 3:
             deps.append(self.gather_params(chunk, f"F{p.microbatch}"))
         gathers = self.param_gather.get(chunk.index, []) if p.microbatch == 0 else []
-        if gathers:
+        if self.policy.per_layer:
+            buckets, waits = [1] * chunk.layers or [0], [[*gathers]]
+        elif gathers:
             # The first forward pass runs bucket by bucket as the prefetched weights arrive.
-            buckets = list(reversed(self.buckets(chunk)))
-            op = -1
-            for index, body in enumerate(_forward_bodies(chunk, self.shapes, buckets)):
-                op = self.b.add("compute", f"F.mb0.c{chunk.index}.b{index}", "compute",
-                                (*deps, gathers[index]), body, phase="F", microbatch=0,
-                                chunk=chunk.index, layers=buckets[index])
+            buckets, waits = list(reversed(self.buckets(chunk))), [[g] for g in gathers]
         else:
-            op = self.b.add("compute", f"F.mb{p.microbatch}.c{chunk.index}", "compute",
-                            tuple(deps), self.forward_bodies[chunk.index], phase="F",
-                            microbatch=p.microbatch, chunk=chunk.index, layers=chunk.layers)
-        self.b.alloc(op, f"act.mb{p.microbatch}.c{chunk.index}", "activations",
-                     self.activations[chunk.index])
+            buckets, waits = [chunk.layers], [[]]
+        bodies = (_forward_bodies(chunk, self.shapes, buckets) if len(buckets) > 1
+                  else [self.forward_bodies[chunk.index]])
+        saved = self.saved.setdefault((p.microbatch, chunk.index), [])
+        op = -1
+        for index, body in enumerate(bodies):
+            last = index == len(bodies) - 1
+            extra = self.policy.before_pass(self, "F", p.microbatch, chunk, index, buckets)
+            op = self.b.add("compute", f"F.mb{p.microbatch}.c{chunk.index}.b{index}", "compute",
+                            (*deps, *extra, *(waits[index] if index < len(waits) else [])),
+                            body, phase="F", microbatch=p.microbatch, chunk=chunk.index,
+                            layers=buckets[index])
+            name = f"act.mb{p.microbatch}.c{chunk.index}.b{index}"
+            size = buckets[index] * self.layer_activations
+            size += self.head_activations if chunk.last and last else 0.0
+            self.b.alloc(op, name, "activations", size)
+            saved.append((name, size))
+            self.policy.after_pass(self, "F", p.microbatch, chunk, index, buckets, op)
         if self.zero >= 3:
             self.b.alloc(op, f"gathered.c{chunk.index}", "workspace",
                          -chunk.params * self.state_bytes[0])
@@ -229,21 +252,31 @@ class _StageLowering:
                                    tag=("grad", p.microbatch, chunk.virtual_stage)))
         if self.zero >= 3:
             deps.append(self.gather_params(chunk, f"B{p.microbatch}"))
-        buckets = self.buckets(chunk) if final else [chunk.layers]
+        if self.policy.per_layer:
+            buckets = [1] * chunk.layers or [0]
+        else:
+            buckets = self.buckets(chunk) if final else [chunk.layers]
         key = (chunk.index, tuple(buckets))
         if key not in self.backward_bodies:
             self.backward_bodies[key] = _backward_bodies(chunk, self.shapes, buckets)
         bodies = self.backward_bodies[key]
+        saved = self.saved.pop((p.microbatch, chunk.index))
         op = -1
         for index, (layers, body) in enumerate(zip(buckets, bodies, strict=True)):
+            extra = self.policy.before_pass(self, "B", p.microbatch, chunk, index, buckets)
             op = self.b.add("compute", f"B.mb{p.microbatch}.c{chunk.index}.b{index}", "compute",
-                            tuple(deps), body, phase="B", microbatch=p.microbatch,
+                            (*deps, *extra), body, phase="B", microbatch=p.microbatch,
                             chunk=chunk.index, layers=layers)
+            if self.policy.per_layer:
+                name, size = saved.pop()
+                self.b.alloc(op, name, "activations", -size)
+            self.policy.after_pass(self, "B", p.microbatch, chunk, index, buckets, op)
             if final:
-                self.grad_ops.append(
-                    self.reduce_gradients(chunk, layers, index, len(buckets), op))
-        self.b.alloc(op, f"act.mb{p.microbatch}.c{chunk.index}", "activations",
-                     -self.activations[chunk.index])
+                reduced = self.reduce_gradients(chunk, layers, index, len(buckets), op)
+                self.grad_ops.append(reduced)
+                self.policy.after_reduce(self, chunk, layers, index, len(buckets), reduced)
+        for name, size in saved:
+            self.b.alloc(op, name, "activations", -size)
         if not chunk.first:
             self.b.add("send", f"send_grad.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
                        nbytes=self._boundary_bytes(), peer_stage=self.previous_stage,
@@ -289,9 +322,13 @@ class _StageLowering:
                 * self.state_bytes[1], collective="all_reduce", group="embedding",
                 group_size=2))
         params = sum(c.params for c in self.chunks) / (self.layout.dp if self.zero >= 1 else 1)
-        adam = Kernel("adam", 0.0, params * ADAM_BYTES_PER_PARAM, "fp32", (int(params),),
-                      "optimizer")
-        self.b.add("compute", "optimizer.adam", "compute", tuple(deps), (adam,), phase="optimizer")
+        on_gpu = params * (1 - self.policy.host_fraction("optimizer"))
+        if on_gpu:
+            adam = Kernel("adam", 0.0, on_gpu * ADAM_BYTES_PER_PARAM, "fp32", (int(on_gpu),),
+                          "optimizer")
+            self.b.add("compute", "optimizer.adam", "compute", tuple(deps), (adam,),
+                       phase="optimizer")
+        self.policy.optimizer(self, params, tuple(deps))
 
     def lower(self) -> RankClass:
         self.states()

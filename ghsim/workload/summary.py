@@ -58,11 +58,13 @@ class MemoryProfile:
         return self.weights + self.gradients + self.optimizer + self.activations
 
 
-def memory_profile(rank_class: RankClass) -> MemoryProfile:
-    """Replay the class's allocations in program order and report the peaks."""
+def memory_profile(rank_class: RankClass, tier: str = "hbm") -> MemoryProfile:
+    """Replay the class's allocations in ``tier`` in program order and report the peaks."""
     static: dict[str, float] = {}
     by_op: dict[int, list[MemoryEvent]] = {}
     for event in rank_class.memory:
+        if event.tier != tier:
+            continue
         if event.op < 0:
             static[event.category] = static.get(event.category, 0.0) + event.bytes
         else:
@@ -80,6 +82,29 @@ def memory_profile(rank_class: RankClass) -> MemoryProfile:
     return MemoryProfile(static.get("weights", 0.0), static.get("gradients", 0.0),
                          static.get("optimizer", 0.0),
                          peak_activations, peak)
+
+
+def tiers(rank_class: RankClass) -> list[str]:
+    """The memory tiers a class allocates in, HBM first."""
+    return sorted({e.tier for e in rank_class.memory}, key=lambda t: (t != "hbm", t))
+
+
+def timed_peak(rank_class: RankClass, tier: str, end_of: dict[int, float]) -> tuple[float, float]:
+    """Peak bytes in ``tier`` and when (seconds), replaying allocations at the simulated end
+    times of their ops."""
+    events = sorted(((end_of.get(e.op, 0.0) if e.op >= 0 else -1.0, e.bytes)
+                     for e in rank_class.memory if e.tier == tier), key=lambda x: x[0])
+    live = peak = 0.0
+    when = 0.0
+    index = 0
+    while index < len(events):
+        moment = events[index][0]
+        while index < len(events) and events[index][0] == moment:
+            live += events[index][1]
+            index += 1
+        if live > peak:
+            peak, when = live, max(moment, 0.0)
+    return peak, when
 
 
 def _counts(ops: list[Op]) -> dict[str, dict[str, int]]:

@@ -164,6 +164,22 @@ class HostLinkSpec(Spec):
         return units.gb_s_to_bytes_per_s(self.bandwidth_gb_s)
 
 
+class UnifiedMemorySpec(Spec):
+    """How the driver manages unified (managed) memory on this GPU."""
+
+    gpu_page_mib: PositiveFloat = Field(description="GPU page-table page size.")
+    system_page_kib: PositiveFloat = Field(description="CPU (system) page size.")
+    access_counter_threshold: PositiveInt | None = Field(
+        default=None, description="Remote accesses to a region before it migrates "
+        "(access-counter migration; ATS systems).",
+    )
+    fault_batch_us: PositiveFloat = Field(description="Cost of servicing one batch of faults.")
+    fault_batch_pages: PositiveInt = Field(description="GPU pages migrated per fault batch.")
+    migration_bandwidth_gb_s: PositiveFloat = Field(
+        description="Throughput of fault-driven migration to the GPU."
+    )
+
+
 class GpuSpec(Spec):
     """Everything on the GPU side of a part file."""
 
@@ -171,6 +187,7 @@ class GpuSpec(Spec):
     memory: MemorySpec
     nvlink: NvlinkSpec | None = None
     host_link: HostLinkSpec
+    unified_memory: UnifiedMemorySpec | None = None
 
 
 class CpuComputeSpec(Spec):

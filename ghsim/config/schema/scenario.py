@@ -50,9 +50,21 @@ class ParallelismSpec(Spec):
 
 
 class OffloadSpec(Spec):
-    """Which offload strategy (DESIGN.md section 6) the step uses."""
+    """Which offload strategy (DESIGN.md section 6) the step uses, and its knobs."""
 
     strategy: OffloadStrategy = "none"
+    fraction: float = Field(
+        default=1.0, gt=0.0, le=1.0,
+        description="Share of what the strategy moves (optimizer states, weights, activations) "
+        "that lives in host memory.",
+    )
+    prefetch_layers: PositiveInt = Field(
+        default=1, description="params / activations: layers fetched ahead of use."
+    )
+    cpu_cores: PositiveInt | None = Field(
+        default=None, description="Host cores the CPU optimizer step uses (default: this GPU's "
+        "share of the node's cores).",
+    )
 
 
 class ScenarioSpec(DocumentSpec):

@@ -1,0 +1,209 @@
+"""Offload strategies: where weights, gradients, optimizer states and activations live, and the
+copies and host work that moving them costs. One registered policy per ``offload.strategy``.
+
+* ``optimizer`` (ZeRO-Offload, Ren et al. 2021): FP32 master weights and Adam moments in host
+  memory; after the backward pass the gradients go down over the host link, the host CPU runs
+  Adam, and the updated BF16 weights come back up.
+* ``optimizer_overlap`` (as SuperOffload does on GH200): the same, bucket by bucket, as soon as
+  each gradient bucket is reduced, overlapped with the rest of the backward pass.
+* ``params``: weights (and the optimizer) in host memory, streamed in layer by layer ahead of
+  use (``prefetch_layers``); each layer's gradients go down after its backward pass.
+* ``activations``: activations saved for the backward pass are written to host memory after each
+  layer's forward pass and read back, ``prefetch_layers`` ahead, for its backward pass.
+* ``unified_memory``: everything managed; see ``ghsim.workload.unified``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
+
+from ghsim.config import Scenario
+
+if TYPE_CHECKING:
+    from ghsim.workload.lower import _Chunk, _StageLowering
+
+ADAM_CPU_FLOPS_PER_PARAM = 14.0
+"""FP32 operations of one Adam update (two moment updates, bias corrections, square root,
+division, weight update); the host step is memory-bound well before this matters."""
+ADAM_CPU_BYTES_PER_PARAM = 28.0
+"""Host memory traffic of one Adam update: read the BF16 gradient (2), read and write the FP32
+master weight, momentum and variance (24), write the BF16 weight (2)."""
+
+POLICIES: dict[str, type[OffloadPolicy]] = {}
+
+
+def register(name: str) -> Callable[[type[OffloadPolicy]], type[OffloadPolicy]]:
+    """Class decorator: make a policy available as ``offload.strategy: name``."""
+    def add(cls: type[OffloadPolicy]) -> type[OffloadPolicy]:
+        cls.name = name
+        POLICIES[name] = cls
+        return cls
+    return add
+
+
+def offload_policy(scenario: Scenario) -> OffloadPolicy:
+    """The policy the scenario names."""
+    return POLICIES[scenario.spec.offload.strategy](scenario)
+
+
+@register("none")
+class OffloadPolicy:
+    """Everything in HBM; the base class every strategy extends."""
+
+    name: ClassVar[str]
+    per_layer: ClassVar[bool] = False
+    """Emit one compute op per layer, so that copies can be scheduled layer by layer."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.spec = scenario.spec.offload
+        cpu = scenario.spec.system.node.cpu.cpu
+        assert cpu is not None
+        self.host_tier = "lpddr" if cpu.memory.type == "lpddr5x" else "host_ddr"
+
+    def host_fraction(self, category: str) -> float:
+        """Share of a state category (weights, gradients, optimizer) kept in host memory."""
+        return 0.0
+
+    def before_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+                    buckets: list[int]) -> list[int]:
+        """Ops the compute op of this pass (or layer) must wait for."""
+        return []
+
+    def after_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+                   buckets: list[int], op: int) -> None:
+        """Work issued once the compute op ``op`` is done."""
+
+    def after_reduce(self, lw: _StageLowering, chunk: _Chunk, layers: int, index: int,
+                     buckets: int, reduced: int) -> None:
+        """Work issued once a gradient bucket is reduced over data parallelism."""
+
+    def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
+        """Host-side optimizer work for ``params`` parameters (the rank's shard)."""
+
+    # -- helpers shared by the strategies ------------------------------------------------
+
+    def copy(self, lw: _StageLowering, name: str, direction: str, nbytes: float,
+             deps: tuple[int, ...]) -> int:
+        """A copy-engine copy between HBM and host memory on the ``h2d`` or ``d2h`` stream."""
+        return lw.b.add("copy", name, direction, deps, nbytes=nbytes, direction=direction,
+                        src="hbm" if direction == "d2h" else self.host_tier,
+                        dst=self.host_tier if direction == "d2h" else "hbm")
+
+    def host_adam(self, lw: _StageLowering, name: str, params: float,
+                  deps: tuple[int, ...], upload: bool = True) -> int:
+        """Gradients down, Adam on the host CPU, updated BF16 weights up (if ``upload``)."""
+        grad_bytes, weight_bytes = lw.state_bytes[1] * params, lw.state_bytes[0] * params
+        down = self.copy(lw, f"{name}.grads_d2h", "d2h", grad_bytes, deps)
+        step = lw.b.add("cpu", f"{name}.adam", "cpu", (down,), nbytes=params
+                        * ADAM_CPU_BYTES_PER_PARAM, flops=params * ADAM_CPU_FLOPS_PER_PARAM,
+                        cores=self.spec.cpu_cores)
+        return self.copy(lw, f"{name}.weights_h2d", "h2d", weight_bytes, (step,)) if upload \
+            else step
+
+
+@register("optimizer")
+class OptimizerOffload(OffloadPolicy):
+    """ZeRO-Offload: optimizer states and the Adam step on the host."""
+
+    def host_fraction(self, category: str) -> float:
+        return self.spec.fraction if category == "optimizer" else 0.0
+
+    def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
+        self.host_adam(lw, "offload", params * self.spec.fraction, deps)
+
+
+@register("optimizer_overlap")
+class OverlappedOptimizerOffload(OptimizerOffload):
+    """The host Adam step bucket by bucket, overlapped with the rest of the backward pass."""
+
+    def after_reduce(self, lw: _StageLowering, chunk: _Chunk, layers: int, index: int,
+                     buckets: int, reduced: int) -> None:
+        params = lw.bucket_params(chunk, layers, index, buckets)
+        shard = params / (lw.layout.dp if lw.zero >= 1 else 1)
+        self.host_adam(lw, f"offload.c{chunk.index}.b{index}", shard * self.spec.fraction,
+                       (reduced,))
+
+    def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
+        return  # every bucket was stepped as it was reduced
+
+
+class _Streaming(OffloadPolicy):
+    """Shared by strategies that move data layer by layer ahead of use."""
+
+    per_layer = True
+
+    def prefetch_after(self, lw: _StageLowering) -> tuple[int, ...]:
+        """The compute op a prefetch may start after (``prefetch_layers`` ops back)."""
+        ops = lw.compute_history
+        back = self.spec.prefetch_layers + 1
+        return (ops[-back],) if len(ops) >= back else ()
+
+
+@register("activations")
+class ActivationOffload(_Streaming):
+    """Saved activations to host memory after each layer's forward pass and back before its
+    backward pass."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self.saved: dict[tuple[int, int, int], tuple[int, str, float]] = {}
+
+    def after_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+                   buckets: list[int], op: int) -> None:
+        lw.compute_history.append(op)
+        if phase != "F":
+            return
+        name, size = lw.saved[(mb, chunk.index)][-1]
+        moved = size * self.spec.fraction
+        down = self.copy(lw, f"{name}.d2h", "d2h", moved, (op,))
+        lw.b.alloc(down, name, "activations", -moved)
+        lw.b.alloc(down, f"{name}.host", "activations", moved, self.host_tier)
+        self.saved[(mb, chunk.index, index)] = (down, name, moved)
+
+    def before_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+                    buckets: list[int]) -> list[int]:
+        if phase != "B":
+            return []
+        down, name, moved = self.saved.pop((mb, chunk.index, len(buckets) - 1 - index))
+        up = self.copy(lw, f"{name}.h2d", "h2d", moved, (down, *self.prefetch_after(lw)))
+        lw.b.alloc(up, f"{name}.host", "activations", -moved, self.host_tier)
+        lw.b.alloc(up, name, "activations", moved)
+        return [up]
+
+
+@register("params")
+class ParamOffload(_Streaming):
+    """Weights and optimizer in host memory; each layer's weights streamed in ahead of use and
+    its gradients streamed out after its backward pass."""
+
+    def host_fraction(self, category: str) -> float:
+        return {"weights": self.spec.fraction, "gradients": self.spec.fraction,
+                "optimizer": 1.0}.get(category, 0.0)
+
+    def _layer_params(self, lw: _StageLowering, layers: int) -> float:
+        return layers * lw.per_layer_params * self.spec.fraction
+
+    def before_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+                    buckets: list[int]) -> list[int]:
+        nbytes = self._layer_params(lw, buckets[index]) * lw.state_bytes[0]
+        name = f"weights.{phase}.mb{mb}.c{chunk.index}.l{index}"
+        up = self.copy(lw, f"{name}.h2d", "h2d", nbytes, self.prefetch_after(lw))
+        lw.b.alloc(up, name, "weights", nbytes)
+        self.pending = (name, nbytes)
+        return [up]
+
+    def after_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+                   buckets: list[int], op: int) -> None:
+        lw.compute_history.append(op)
+        name, nbytes = self.pending
+        lw.b.alloc(op, name, "weights", -nbytes)
+        if phase == "B":
+            grads = self._layer_params(lw, buckets[index]) * lw.state_bytes[1]
+            self.copy(lw, f"grads.mb{mb}.c{chunk.index}.l{index}.d2h", "d2h", grads, (op,))
+
+    def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
+        # Gradients are already in host memory and weights stay there: Adam only.
+        lw.b.add("cpu", "offload.adam", "cpu", (*deps, lw.b.tails.get("d2h", -1)),
+                 nbytes=params * ADAM_CPU_BYTES_PER_PARAM,
+                 flops=params * ADAM_CPU_FLOPS_PER_PARAM, cores=self.spec.cpu_cores)
