@@ -79,6 +79,8 @@ class GpuCostModel:
             busy = self.gemm_s(kernel)
         elif kernel.klass == "attention":
             busy = self.attention_s(kernel)
+        elif kernel.klass == "stream":
+            busy = kernel.bytes / self.hbm_bytes_per_s
         elif kernel.klass == "softmax":
             busy = kernel.bytes / self.softmax_bytes_per_s
         else:

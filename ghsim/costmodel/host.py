@@ -29,8 +29,17 @@ class HostCostModel:
     fault_s: float
     """Cost of one batch of GPU page faults."""
     migration_bytes_per_s: float
+    access_bytes_per_s: dict[str, float]
+    """Measured in-place access over the host link: ``gpu_read_host``, ``gpu_write_host``,
+    ``cpu_read_device``, ``cpu_write_device`` (those the hardware file gives)."""
+    system: str = ""
 
-    def copy_s(self, nbytes: float, direction: str) -> float:
+    def copy_s(self, nbytes: float, direction: str, access: str | None = None) -> float:
+        if access is not None:
+            if access not in self.access_bytes_per_s:
+                raise ConfigError(self.system, f"gpu.host_link.{access}_gb_s",
+                                  "is needed for this microbenchmark (with a source)")
+            return nbytes / self.access_bytes_per_s[access]
         rate = self.h2d_bytes_per_s if direction == "h2d" else self.d2h_bytes_per_s
         return nbytes / rate
 
@@ -70,4 +79,13 @@ def host_cost_model(system: SystemSpec) -> HostCostModel:
         core_flops=cpu.compute.peak_flops("fp32") / cpu.compute.cores,
         fault_s=(um.fault_batch_us * 1e-6) if um else 0.0,
         migration_bytes_per_s=(um.migration_bandwidth_gb_s * 1e9) if um else h2d,
+        access_bytes_per_s={
+            key: value * 1e9 for key, value in (
+                ("gpu_read_host", link.gpu_read_host_gb_s),
+                ("gpu_write_host", link.gpu_write_host_gb_s),
+                ("cpu_read_device", link.cpu_read_device_gb_s),
+                ("cpu_write_device", link.cpu_write_device_gb_s),
+            ) if value is not None
+        },
+        system=node.gpu.name,
     )

@@ -15,6 +15,7 @@ from ghsim.engine.simulator import Simulator, Timeline
 from ghsim.version import __version__
 from ghsim.workload.ir import Workload
 from ghsim.workload.lower import lower
+from ghsim.workload.microbench import microbenchmark_workload
 from ghsim.workload.shapes import GEMM_DTYPE
 from ghsim.workload.summary import memory_profile, timed_peak
 
@@ -132,16 +133,43 @@ def _memory(scenario: Scenario,
     return memory, warnings
 
 
+def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[str, float],
+                           compute: dict[str, float]) -> Result:
+    """The Result of a one-operation microbenchmark: its time and achieved bandwidth."""
+    bench = scenario.spec.microbenchmark
+    assert bench is not None
+    step = timeline.step_time_s
+    nbytes = bench.gib * 2**30
+    return Result(
+        step_time_s=step, tokens_per_s=0.0, tokens_per_s_per_gpu=0.0, model_tflops_per_gpu=0.0,
+        mfu=0.0, breakdown_s=parts, compute_breakdown_s=compute,
+        bottleneck={"resource": bench.operation, "cause": "microbenchmark", "share": 1.0,
+                    "why": f"{bench.operation} of {bench.gib:g} GiB at "
+                           f"{nbytes / step / 1e9:.1f} GB/s"},
+        memory={"fits": True}, host=_host_usage(timeline, step, "microbenchmark"),
+        links=_links(timeline, step), warnings=[],
+        inputs={"scenario": scenario.spec.model_dump(mode="json"), "source": scenario.source,
+                "overrides": list(scenario.overrides), "digest": scenario.digest(),
+                "ghsim_version": __version__},
+        workload={"microbenchmark": bench.operation, "bytes": nbytes,
+                  "bandwidth_gb_s": nbytes / step / 1e9},
+        timeline=timeline,
+    )
+
+
 def simulate(scenario: Scenario) -> Result:
     """Simulate one optimizer step of ``scenario``."""
     spec, layout = scenario.spec, scenario.layout
-    workload = lower(scenario)
+    workload = (microbenchmark_workload(scenario) if spec.microbenchmark is not None
+                else lower(scenario))
     gpu = gpu_cost_model(spec.system.node.gpu)
     comm = comm_cost_model(spec.system)
     host = host_cost_model(spec.system)
     timeline = Simulator(workload, gpu, comm, host, layout.gpus_per_domain).run()
     step = timeline.step_time_s
     parts, compute = breakdown(timeline)
+    if spec.microbenchmark is not None:
+        return _microbenchmark_result(scenario, timeline, parts, compute)
     tokens_per_s = layout.tokens_per_step / step
     model_flops_per_gpu = workload.model_flops_per_step / step / layout.num_gpus
     peak = gpu.peak_flops[GEMM_DTYPE[spec.training.precision]]

@@ -148,7 +148,7 @@ class Simulator:
             self._mail(key).succeed()
         elif op.kind == "copy":
             direction = op.attrs["direction"]
-            seconds = self.host.copy_s(op.bytes, direction)
+            seconds = self.host.copy_s(op.bytes, direction, op.attrs.get("access"))
             yield links.transfer((direction, "host_memory"), seconds, op.bytes)
         elif op.kind == "cpu":
             seconds = self.host.cpu_s(op.flops, op.bytes, op.attrs.get("cores"))

@@ -53,6 +53,7 @@ class _Builder:
 
     ops: list[Op] = field(default_factory=list)
     memory: list[MemoryEvent] = field(default_factory=list)
+    managed: bool = False
     tails: dict[str, int] = field(default_factory=dict)
 
     def add(self, kind: str, name: str, stream: str, deps: tuple[int, ...] = (),
@@ -68,6 +69,8 @@ class _Builder:
     def alloc(self, op: int, buffer: str, category: str, nbytes: float,
               tier: str = "hbm") -> None:
         if nbytes:
+            if self.managed and tier == "hbm" and not buffer.startswith("managed."):
+                tier = "managed"  # the page model accounts for HBM
             self.memory.append(MemoryEvent(op, buffer, category, tier, nbytes))  # type: ignore[arg-type]
 
 
@@ -157,6 +160,7 @@ class _StageLowering:
         self.saved: dict[tuple[int, int], list[tuple[str, float]]] = {}
         """Activation buffers each (micro-batch, chunk) keeps for its backward pass."""
         self.policy = offload_policy(scenario)
+        self.b.managed = self.policy.managed
         self.compute_history: list[int] = []
         """Compute ops emitted so far (streaming offload policies prefetch relative to them)."""
 
@@ -312,7 +316,7 @@ class _StageLowering:
                           group="dp", group_size=self.layout.dp, chunk=chunk.index)
 
     def optimizer(self) -> None:
-        deps = list(self.grad_ops)
+        deps = [*self.grad_ops, *self.policy.before_optimizer(self)]
         tied = self.scenario.spec.model.tied_embeddings and self.layout.pp > 1
         if tied and (self.chunks[0].first or self.chunks[-1].last):
             count = parameter_count(self.scenario.spec.model)

@@ -15,10 +15,13 @@ copies and host work that moving them costs. One registered policy per ``offload
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from ghsim.config import Scenario
+from ghsim.errors import ConfigError
+from ghsim.workload.pages import PageTable
 
 if TYPE_CHECKING:
     from ghsim.workload.lower import _Chunk, _StageLowering
@@ -52,6 +55,8 @@ class OffloadPolicy:
     """Everything in HBM; the base class every strategy extends."""
 
     name: ClassVar[str]
+    managed: ClassVar[bool] = False
+    """Memory is managed by a page model: the lowering's own HBM allocations are not counted."""
     per_layer: ClassVar[bool] = False
     """Emit one compute op per layer, so that copies can be scheduled layer by layer."""
 
@@ -77,6 +82,10 @@ class OffloadPolicy:
     def after_reduce(self, lw: _StageLowering, chunk: _Chunk, layers: int, index: int,
                      buckets: int, reduced: int) -> None:
         """Work issued once a gradient bucket is reduced over data parallelism."""
+
+    def before_optimizer(self, lw: _StageLowering) -> list[int]:
+        """Ops the optimizer step must wait for."""
+        return []
 
     def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
         """Host-side optimizer work for ``params`` parameters (the rank's shard)."""
@@ -207,3 +216,96 @@ class ParamOffload(_Streaming):
         lw.b.add("cpu", "offload.adam", "cpu", (*deps, lw.b.tails.get("d2h", -1)),
                  nbytes=params * ADAM_CPU_BYTES_PER_PARAM,
                  flops=params * ADAM_CPU_FLOPS_PER_PARAM, cores=self.spec.cpu_cores)
+
+
+@register("unified_memory")
+class UnifiedMemory(_Streaming):
+    """Everything managed: the driver faults pages into HBM as kernels touch them and evicts the
+    least recently used when HBM is full. Weights and optimizer states are first touched by the
+    CPU (loaded from a checkpoint), so they start in host memory (FACTS.md T1#36); gradients and
+    activations are first touched by the GPU. The step is replayed from the placement the
+    previous step's optimizer left: its last-touched states in HBM.
+    """
+
+    managed = True
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        gpu = scenario.spec.system.node.gpu.gpu
+        assert gpu is not None
+        um = gpu.unified_memory
+        if um is None:
+            raise ConfigError(scenario.spec.system.node.gpu.name, "gpu.unified_memory",
+                              "is needed for offload.strategy unified_memory (with sources)")
+        self.page_bytes = um.gpu_page_mib * 2**20
+        self.batch = um.fault_batch_pages
+        self.pages = PageTable(self.page_bytes, int(gpu.memory.capacity_bytes // self.page_bytes))
+        self.started = False
+
+    def _start(self, lw: _StageLowering) -> None:
+        """Register the states, newest-touched (by the last optimizer step) in HBM."""
+        self.started = True
+        w, g, o = lw.state_bytes
+        layers = sum(c.layers for c in lw.chunks)
+        shard = lw.layout.dp if lw.zero >= 1 else 1
+        for layer in range(layers):
+            for kind, size in (("w", w), ("g", g), ("o", o / shard)):
+                self.pages.add(f"{kind}{layer}", lw.per_layer_params * size)
+        for layer in reversed(range(layers)):  # the optimizer walked layers 0..L-1 last
+            names = [f"{kind}{layer}" for kind in "wgo"]
+            room = self.pages.capacity - self.pages.resident_pages
+            need = sum(e - s for s, e in (self.pages.ranges[n] for n in names))
+            if need > room:
+                break
+            self.pages.touch(names)
+        resident = self.pages.resident_pages * self.page_bytes
+        total = len(self.pages.resident) * self.page_bytes
+        lw.b.alloc(-1, "managed.hbm", "weights", resident)
+        lw.b.alloc(-1, "managed.host", "weights", total - resident, self.host_tier)
+        self.layer_offset = {c.index: sum(x.layers for x in lw.chunks[: i])
+                             for i, c in enumerate(lw.chunks)}
+
+    def _migrate(self, lw: _StageLowering, name: str, names: list[str]) -> list[int]:
+        touch = self.pages.touch(names)
+        if not touch.faulted and not touch.evicted:
+            return []
+        moved_in, moved_out = touch.faulted * self.page_bytes, touch.evicted * self.page_bytes
+        op = lw.b.add("migrate", name, "migrate", tuple(lw.compute_history[-1:]),
+                      nbytes=moved_in + moved_out, in_bytes=moved_in, out_bytes=moved_out,
+                      faults=math.ceil(touch.faulted / self.batch))
+        lw.b.alloc(op, "managed.hbm", "weights", moved_in - moved_out)
+        lw.b.alloc(op, "managed.host", "weights", moved_out - moved_in, self.host_tier)
+        return [op]
+
+    def before_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+                    buckets: list[int]) -> list[int]:
+        if not self.started:
+            self._start(lw)
+        layer = self.layer_offset[chunk.index] + (
+            index if phase == "F" else len(buckets) - 1 - index)
+        act = f"a{mb}.{chunk.index}.{layer}"
+        if phase == "F":
+            size = buckets[index] * lw.layer_activations
+            self.pages.add(act, size)
+            names = [f"w{layer}", act]
+        else:
+            names = [f"w{layer}", f"g{layer}", act]
+        return self._migrate(lw, f"migrate.{phase}.mb{mb}.l{layer}", names)
+
+    def after_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+                   buckets: list[int], op: int) -> None:
+        lw.compute_history.append(op)
+        if phase == "B":
+            layer = self.layer_offset[chunk.index] + len(buckets) - 1 - index
+            freed = self.pages.release(f"a{mb}.{chunk.index}.{layer}")
+            lw.b.alloc(op, "managed.hbm", "weights", -freed * self.page_bytes)
+
+    def before_optimizer(self, lw: _StageLowering) -> list[int]:
+        if not self.started:
+            self._start(lw)
+        deps: list[int] = []
+        layers = sum(c.layers for c in lw.chunks)
+        for layer in range(layers):
+            deps += self._migrate(lw, f"migrate.optimizer.l{layer}",
+                                  [f"{kind}{layer}" for kind in "wgo"])
+        return deps[-1:]

@@ -6,7 +6,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ghsim.config.schema.base import DocumentSpec, NonNegativeInt, PositiveInt, Spec
+from ghsim.config.schema.base import (
+    DocumentSpec,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Spec,
+)
 from ghsim.config.schema.model import ModelSpec
 from ghsim.config.schema.refs import Ref
 from ghsim.config.schema.system import SystemSpec
@@ -67,6 +73,17 @@ class OffloadSpec(Spec):
     )
 
 
+class MicrobenchmarkSpec(Spec):
+    """Replace the training step by one data movement, to set beside a measured microbenchmark."""
+
+    operation: Literal[
+        "h2d_copy", "d2h_copy", "gpu_read_host", "gpu_write_host", "cpu_read_device",
+        "cpu_write_device", "stream_hbm", "stream_host",
+    ] = Field(description="copy-engine copies, in-place access over the host link by either "
+              "side, or STREAM on a memory from its own processor")
+    gib: PositiveFloat = Field(description="Bytes moved, in GiB.")
+
+
 class ScenarioSpec(DocumentSpec):
     """``kind: scenario``: everything one simulated training step needs."""
 
@@ -79,4 +96,7 @@ class ScenarioSpec(DocumentSpec):
     training: TrainingSpec
     parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
     offload: OffloadSpec = Field(default_factory=OffloadSpec)
+    microbenchmark: MicrobenchmarkSpec | None = Field(
+        default=None, description="Simulate this one operation instead of a training step.",
+    )
     seed: NonNegativeInt = 0

@@ -1,0 +1,84 @@
+"""Pages of managed memory: which 2 MB GPU pages sit in HBM, and what a kernel's touch costs.
+
+Page state lives in numpy arrays (``resident``, one flag per page, and ``last_use`` per buffer
+for LRU). A touch of buffers that are not resident faults their pages in; when HBM is full the
+least recently used pages of other buffers are evicted (written back to host memory) first. So a
+working set larger than HBM thrashes: every pass over it migrates what the previous pass evicted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Touch:
+    """What one access did: pages faulted in and pages evicted to make room."""
+
+    faulted: int
+    evicted: int
+
+
+@dataclass
+class PageTable:
+    """Managed buffers split into ``page_bytes`` pages, at most ``capacity`` pages in HBM."""
+
+    page_bytes: float
+    capacity: int
+    resident: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    last_use: dict[str, int] = field(default_factory=dict)
+    clock: int = 0
+    free_pages: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def resident_pages(self) -> int:
+        return int(self.resident.sum())
+
+    def add(self, name: str, nbytes: float, in_hbm: bool = False) -> None:
+        """Register a buffer (first touched by the CPU unless ``in_hbm``)."""
+        count = max(1, math.ceil(nbytes / self.page_bytes))
+        start = len(self.resident)
+        self.resident = np.concatenate([self.resident, np.full(count, in_hbm, dtype=bool)])
+        self.ranges[name] = (start, start + count)
+        self.last_use[name] = -1
+
+    def release(self, name: str) -> int:
+        """Free a buffer; returns how many of its pages were in HBM."""
+        start, end = self.ranges.pop(name)
+        freed = int(self.resident[start:end].sum())
+        self.resident[start:end] = False
+        self.last_use.pop(name)
+        return freed
+
+    def touch(self, names: list[str]) -> Touch:
+        """The GPU accesses ``names``: fault in what is missing, evicting LRU pages first."""
+        self.clock += 1
+        missing = 0
+        for name in names:
+            start, end = self.ranges[name]
+            missing += int((~self.resident[start:end]).sum())
+        overflow = self.resident_pages + missing - self.capacity
+        evicted = self._evict(overflow, set(names)) if overflow > 0 else 0
+        for name in names:
+            start, end = self.ranges[name]
+            self.resident[start:end] = True
+            self.last_use[name] = self.clock
+        return Touch(missing, evicted)
+
+    def _evict(self, pages: int, keep: set[str]) -> int:
+        """Evict ``pages`` pages from the least recently used buffers not in ``keep``."""
+        evicted = 0
+        for name in sorted((n for n in self.ranges if n not in keep),
+                           key=lambda n: self.last_use[n]):
+            if evicted >= pages:
+                break
+            start, end = self.ranges[name]
+            held = np.flatnonzero(self.resident[start:end])
+            take = held[: pages - evicted]
+            self.resident[start + take] = False
+            evicted += len(take)
+        return evicted
