@@ -58,13 +58,14 @@ def _need(value: float | None, part: str, key: str) -> float:
     return value
 
 
-def host_cost_model(system: SystemSpec) -> HostCostModel:
-    """The host cost model of one GPU of ``system``."""
+def host_cost_model(system: SystemSpec, gpus_used_per_node: int | None = None) -> HostCostModel:
+    """The host cost model of one GPU of ``system`` when ``gpus_used_per_node`` GPUs of each
+    node are in use (default: all); the used GPUs share the node's host cores and memory."""
     node = system.node
     gpu, cpu = node.gpu.gpu, node.cpu.cpu
     assert gpu is not None and cpu is not None
     link = gpu.host_link
-    gpus_per_cpu = node.gpus / node.cpus
+    gpus_per_cpu = (gpus_used_per_node or node.gpus) / node.cpus
     stream = _need(cpu.memory.stream_bandwidth_gb_s, node.cpu.name,
                    "cpu.memory.stream_bandwidth_gb_s")
     um = gpu.unified_memory

@@ -25,21 +25,41 @@ def critical_class(timeline: Timeline) -> ClassTimeline:
     return max(timeline.classes, key=lambda c: (max(s.end for s in c.spans), -c.rank_class.stage))
 
 
-def _blame(cls: ClassTimeline, op_id: int, previous: int | None) -> tuple[str, int | None]:
-    """The dependency a compute op waited for last, as a breakdown key."""
+def _category(cls: ClassTimeline, op_id: int) -> str:
     op = cls.rank_class.ops[op_id]
-    waits = [d for d in op.deps if d != previous]
-    if not waits:
-        return "other", None
-    last = max(waits, key=lambda d: cls.end_of[d])
-    kind = cls.rank_class.ops[last]
-    if kind.kind == "recv":
-        return "pp", last
-    if kind.kind in _HOST:
-        return _HOST[kind.kind], None
-    if kind.kind == "collective":
-        return ("pp" if kind.attrs["group"] == "embedding" else kind.attrs["group"]), None
-    return "other", None
+    if op.kind in _HOST:
+        return _HOST[op.kind]
+    if op.kind == "collective":
+        return "pp" if op.attrs["group"] == "embedding" else str(op.attrs["group"])
+    if op.kind in ("send", "recv"):
+        return "pp"
+    return "other"
+
+
+def _charge(cls: ClassTimeline, op_id: int, since: float, parts: dict[str, float]) -> None:
+    """Attribute ``[since, end of op_id]`` along the chain of ops that kept it waiting: each
+    op's own span to its kind, a receive's wait to the pipeline (transfer, then bubble)."""
+    ops = cls.rank_class.ops
+    end = cls.end_of[op_id]
+    while end > since:
+        op = ops[op_id]
+        start = max(cls.start_of[op_id], since)
+        if op.kind == "recv":
+            waited = end - start
+            exposed = min(waited, cls.transfer_s.get(op_id, 0.0))
+            parts["pp"] += exposed
+            parts["pipeline_bubble"] += waited - exposed
+        elif op.kind == "compute":
+            parts["other"] += end - start  # another stream's compute cannot block; defensive
+        else:
+            parts[_category(cls, op_id)] += end - start
+        if start <= since or not op.deps:
+            parts["other"] += max(0.0, start - since)
+            return
+        previous = max(op.deps, key=lambda d: cls.end_of[d])
+        gap = start - max(cls.end_of[previous], since)
+        parts["other"] += max(0.0, gap)
+        op_id, end = previous, min(cls.end_of[previous], start)
 
 
 def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
@@ -51,13 +71,11 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
     for span in sorted((s for s in cls.spans if s.stream == "compute"), key=lambda s: s.start):
         gap = span.start - now
         if gap > 0:
-            key, recv = _blame(cls, span.op, previous)
-            if recv is not None:
-                exposed = min(gap, cls.transfer_s.get(recv, 0.0))
-                parts["pp"] += exposed
-                parts["pipeline_bubble"] += gap - exposed
+            waits = [d for d in cls.rank_class.ops[span.op].deps if d != previous]
+            if waits:
+                _charge(cls, max(waits, key=lambda d: cls.end_of[d]), now, parts)
             else:
-                parts[key] += gap
+                parts["other"] += gap
         for category, seconds in cls.compute_parts[span.op].items():
             if category in ("tp", "cp"):
                 parts[category] += seconds
@@ -65,11 +83,7 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
                 parts["compute"] += seconds
                 compute[category] += seconds
         now, previous = span.end, span.op
-    tail = timeline.step_time_s - now
-    if tail > 0:
+    if timeline.step_time_s > now:
         last = max(cls.spans, key=lambda s: s.end)
-        op = cls.rank_class.ops[last.op]
-        key = op.attrs.get("group", "other") if op.kind == "collective" else _HOST.get(
-            op.kind, "other")
-        parts["pp" if key == "embedding" else key] += tail
+        _charge(cls, last.op, now, parts)
     return parts, compute

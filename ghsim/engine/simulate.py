@@ -84,13 +84,14 @@ def _host_usage(timeline: Timeline, step: float, link: str) -> dict[str, Any]:
     return view
 
 
-def _capacities(spec: ScenarioSpec) -> dict[str, float]:
+def _capacities(spec: ScenarioSpec, gpus_per_node: int) -> dict[str, float]:
+    """Capacity per GPU of each memory tier (host memory shared by the node's GPUs in use)."""
     node = spec.system.node
     gpu, cpu = node.gpu.gpu, node.cpu.cpu
     assert gpu is not None and cpu is not None
     host_tier = "lpddr" if cpu.memory.type == "lpddr5x" else "host_ddr"
     return {"hbm": gpu.memory.capacity_bytes,
-            host_tier: cpu.memory.capacity_bytes * node.cpus / node.gpus}
+            host_tier: cpu.memory.capacity_bytes * node.cpus / gpus_per_node}
 
 
 def _hbm_peak(scenario: Scenario) -> float:
@@ -116,7 +117,7 @@ def _memory(scenario: Scenario,
             timeline: Timeline) -> tuple[dict[str, Any], list[str]]:
     """Peak of each memory tier inside the step (per GPU), when it happens, and whether the step
     fits; warnings say what does not fit and what would make it fit."""
-    capacities = _capacities(scenario.spec)
+    capacities = _capacities(scenario.spec, scenario.layout.gpus_per_node)
     memory: dict[str, Any] = {}
     warnings: list[str] = []
     for tier, capacity in capacities.items():
@@ -164,7 +165,7 @@ def simulate(scenario: Scenario) -> Result:
                 else lower(scenario))
     gpu = gpu_cost_model(spec.system.node.gpu)
     comm = comm_cost_model(spec.system)
-    host = host_cost_model(spec.system)
+    host = host_cost_model(spec.system, layout.gpus_per_node)
     timeline = Simulator(workload, gpu, comm, host, layout.gpus_per_domain).run()
     step = timeline.step_time_s
     parts, compute = breakdown(timeline)

@@ -1,0 +1,123 @@
+"""Memory tiers and offload on Grace Hopper: the qualitative truths and the microbenchmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ghsim.config import load_scenario
+from ghsim.engine.simulate import simulate
+from ghsim.workload.lower import lower
+from ghsim.workload.modelsize import parameter_count
+from ghsim.workload.summary import memory_profile
+from tests.conftest import ROOT
+
+MICRO = ROOT / "configs" / "scenarios" / "microbench"
+STRATEGIES = ["optimizer", "optimizer_overlap", "params", "activations", "unified_memory"]
+# A job that fits in the 141 GiB of one HBM3e GH200 without offload.
+FITS = ["system=gh200-nvl2", "num_gpus=1", "model=llama2-7b", "training.seq_len=2048",
+        "training.global_batch=4", "parallelism.recompute=full"]
+
+
+@pytest.mark.parametrize(("name", "measured_gb_s"), [
+    ("gh200-h2d-copy", 375.0),        # FACTS.md T2#9
+    ("gh200-d2h-copy", 297.0),        # FACTS.md T2#9
+    ("gh200-gpu-reads-lpddr", 420.2),  # FACTS.md T2#3
+    ("gh200-cpu-reads-hbm", 238.4),   # FACTS.md T2#5
+    ("gh200-stream-hbm", 3400.0),     # FACTS.md T2#10
+    ("gh200-stream-lpddr", 403.6),    # FACTS.md T2#4
+])
+def test_microbenchmarks_reproduce_facts_table_2(name: str, measured_gb_s: float) -> None:
+    result = simulate(load_scenario(MICRO / f"{name}.yaml"))
+    assert result.workload["bandwidth_gb_s"] == pytest.approx(measured_gb_s, rel=0.10)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_offload_never_speeds_up_a_step_that_fits(strategy: str) -> None:
+    base = simulate(load_scenario("llama3-8b-gh200", FITS))
+    assert base.memory["fits"]
+    offloaded = simulate(load_scenario("llama3-8b-gh200", [*FITS,
+                                                          f"offload.strategy={strategy}"]))
+    assert offloaded.step_time_s >= base.step_time_s * (1 - 1e-9)
+
+
+def test_a_14b_model_needs_optimizer_offload_on_one_gh200() -> None:
+    common = ["system=gh200-single", "model=qwen3-14b"]
+    plain = simulate(load_scenario("qwen3-14b-gh200", [*common, "offload.strategy=none"]))
+    assert not plain.memory["fits"]
+    assert any("optimizer offload would bring the HBM peak" in w for w in plain.warnings)
+    offloaded = simulate(load_scenario("qwen3-14b-gh200", [*common,
+                                                           "offload.strategy=optimizer"]))
+    assert offloaded.memory["fits"], offloaded.warnings
+    assert offloaded.host["d2h_bytes"] > 0 and offloaded.host["h2d_bytes"] > 0
+    assert offloaded.host["cpu_utilization"] > 0
+    assert offloaded.breakdown_s["offload"] + offloaded.breakdown_s["cpu"] > 0
+
+
+def test_optimizer_offload_memory_by_hand() -> None:
+    scenario = load_scenario("qwen3-14b-gh200", ["system=gh200-single",
+                                                  "offload.strategy=optimizer"])
+    (stage,) = lower(scenario).classes
+    params = parameter_count(scenario.spec.model).total
+    hbm, host = memory_profile(stage, "hbm"), memory_profile(stage, "lpddr")
+    assert hbm.weights == pytest.approx(2 * params) and hbm.gradients == pytest.approx(2 * params)
+    assert hbm.optimizer == 0
+    assert host.optimizer == pytest.approx(12 * params)  # FP32 master, momentum, variance
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.sampled_from(["llama3-8b", "qwen3-14b"]), st.sampled_from([8, 16, 72]))
+def test_overlapped_optimizer_is_never_slower(model: str, cores: int) -> None:
+    common = ["system=gh200-single", f"model={model}", f"offload.cpu_cores={cores}",
+              "training.global_batch=4"]
+    plain = simulate(load_scenario("qwen3-14b-gh200", [*common, "offload.strategy=optimizer"]))
+    overlap = simulate(load_scenario("qwen3-14b-gh200", [*common,
+                                                         "offload.strategy=optimizer_overlap"]))
+    assert overlap.step_time_s <= plain.step_time_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_more_c2c_bandwidth_never_slows_a_step(strategy: str) -> None:
+    common = ["system=gh200-single", "model=qwen3-14b", f"offload.strategy={strategy}",
+              "training.global_batch=4"]
+    link = "system.node.gpu.gpu.host_link"
+    um = "system.node.gpu.gpu.unified_memory.migration_bandwidth_gb_s"
+    slow = simulate(load_scenario("qwen3-14b-gh200", common))
+    fast = simulate(load_scenario("qwen3-14b-gh200", [
+        *common, f"{link}.bandwidth_gb_s=900", f"{link}.h2d_copy_gb_s=750",
+        f"{link}.d2h_copy_gb_s=594", f"{um}=750"]))
+    assert fast.step_time_s <= slow.step_time_s * (1 + 1e-9)
+
+
+def _migration_share(hbm_gib: int) -> tuple[float, str]:
+    result = simulate(load_scenario("llama3-8b-gh200", [
+        "offload.strategy=unified_memory", "training.seq_len=512", "training.global_batch=4",
+        "parallelism.recompute=none", f"system.node.gpu.gpu.memory.capacity_gib={hbm_gib}"]))
+    return result.breakdown_s["migration"] / result.step_time_s, result.bottleneck["cause"]
+
+
+def test_unified_memory_thrashes_when_oversubscribed() -> None:
+    roomy, _ = _migration_share(96)
+    tight, cause = _migration_share(24)
+    tighter, _ = _migration_share(12)
+    assert cause == "migration"
+    assert roomy < tight < tighter
+
+
+def test_pcie_host_link_is_slower_and_the_bottleneck() -> None:
+    common = ["model=llama3-8b", "training.seq_len=2048", "training.global_batch=4",
+              "offload.strategy=params", "num_gpus=1"]
+    gh200 = simulate(load_scenario("llama3-8b-gh200", ["system=gh200-single", *common]))
+    dgx = simulate(load_scenario("llama3-8b-gh200", ["system=dgx-h100", *common]))
+    exposed = (dgx.breakdown_s["offload"] + dgx.breakdown_s["cpu"],
+               gh200.breakdown_s["offload"] + gh200.breakdown_s["cpu"])
+    assert dgx.step_time_s > gh200.step_time_s
+    assert exposed[0] > 3 * exposed[1]
+    assert dgx.bottleneck["resource"] == "pcie"
+
+
+def test_microbenchmark_files_exist() -> None:
+    assert len(list(Path(MICRO).glob("*.yaml"))) >= 6
