@@ -32,11 +32,14 @@ class PageTable:
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     last_use: dict[str, int] = field(default_factory=dict)
     clock: int = 0
-    free_pages: list[tuple[int, int]] = field(default_factory=list)
+    held: dict[str, int] = field(default_factory=dict)
+    """Resident pages per buffer (kept in step with ``resident``)."""
+    count: int = 0
+    """Resident pages in all."""
 
     @property
     def resident_pages(self) -> int:
-        return int(self.resident.sum())
+        return self.count
 
     def add(self, name: str, nbytes: float, in_hbm: bool = False) -> None:
         """Register a buffer (first touched by the CPU unless ``in_hbm``)."""
@@ -45,13 +48,16 @@ class PageTable:
         self.resident = np.concatenate([self.resident, np.full(count, in_hbm, dtype=bool)])
         self.ranges[name] = (start, start + count)
         self.last_use[name] = -1
+        self.held[name] = count if in_hbm else 0
+        self.count += self.held[name]
 
     def release(self, name: str) -> int:
         """Free a buffer; returns how many of its pages were in HBM."""
         start, end = self.ranges.pop(name)
-        freed = int(self.resident[start:end].sum())
         self.resident[start:end] = False
         self.last_use.pop(name)
+        freed = self.held.pop(name)
+        self.count -= freed
         return freed
 
     def touch(self, names: list[str]) -> Touch:
@@ -60,19 +66,22 @@ class PageTable:
         missing = 0
         for name in names:
             start, end = self.ranges[name]
-            missing += int((~self.resident[start:end]).sum())
-        overflow = self.resident_pages + missing - self.capacity
+            missing += (end - start) - self.held[name]
+        overflow = self.count + missing - self.capacity
         evicted = self._evict(overflow, set(names)) if overflow > 0 else 0
         for name in names:
             start, end = self.ranges[name]
-            self.resident[start:end] = True
+            if self.held[name] < end - start:
+                self.resident[start:end] = True
+                self.count += (end - start) - self.held[name]
+                self.held[name] = end - start
             self.last_use[name] = self.clock
         return Touch(missing, evicted)
 
     def _evict(self, pages: int, keep: set[str]) -> int:
         """Evict ``pages`` pages from the least recently used buffers not in ``keep``."""
         evicted = 0
-        for name in sorted((n for n in self.ranges if n not in keep),
+        for name in sorted((n for n in self.ranges if n not in keep and self.held[n]),
                            key=lambda n: self.last_use[n]):
             if evicted >= pages:
                 break
@@ -80,5 +89,7 @@ class PageTable:
             held = np.flatnonzero(self.resident[start:end])
             take = held[: pages - evicted]
             self.resident[start + take] = False
+            self.held[name] -= len(take)
+            self.count -= len(take)
             evicted += len(take)
         return evicted
