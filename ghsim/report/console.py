@@ -225,18 +225,27 @@ def render_result(result: dict[str, Any], name: str, console: Console) -> None:
             parts.add_row(f"  compute: {key}", f"{seconds:.4g}", f"{seconds / step:.1%}",
                           style="dim")
     memory = Table(title="Memory per GPU", title_justify="left")
-    for column in ("tier", "peak", "capacity", "fits"):
+    for column in ("tier", "peak", "capacity", "fits", "peak at"):
         memory.add_column(column, justify="left" if column == "tier" else "right")
     for tier, data in result["memory"].items():
         if isinstance(data, dict):
             fits = data["peak_bytes"] <= data["capacity_bytes"]
             memory.add_row(tier, format_bytes(data["peak_bytes"]),
-                           format_bytes(data["capacity_bytes"]), "yes" if fits else "[red]no[/]")
+                           format_bytes(data["capacity_bytes"]), "yes" if fits else "[red]no[/]",
+                           f"{data['peak_at_s']:.3g} s")
     console.print(head)
     console.print(parts)
     bottleneck = result["bottleneck"]
     console.print(f"[bold]Bottleneck:[/] {bottleneck['resource']} - {bottleneck['why']}.")
     console.print(memory)
+    host = result.get("host", {})
+    if host.get("h2d_bytes") or host.get("d2h_bytes") or host.get("cpu_utilization"):
+        console.print(
+            f"Host link ({host['link']}): {format_bytes(host['h2d_bytes'])} down to the GPU "
+            f"({host['h2d_utilization']:.0%} busy), {format_bytes(host['d2h_bytes'])} up "
+            f"({host['d2h_utilization']:.0%} busy); host CPU busy {host['cpu_utilization']:.0%} "
+            "of the step."
+        )
     for warning in result["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")
 
