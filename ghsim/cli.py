@@ -15,16 +15,28 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ghsim.config import load_file, load_scenario, scenario_from_spec
 from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
 from ghsim.config.schema_export import SCHEMA_KINDS, json_schema
 from ghsim.config.search import display, locate_any
+from ghsim.config.sweep import load_sweep
 from ghsim.engine.result import Result
 from ghsim.engine.simulate import simulate
 from ghsim.engine.validation import summarize, validate_file
 from ghsim.errors import InputError
 from ghsim.report import console as render
+from ghsim.report import plots
+from ghsim.report.html import run_report
+from ghsim.report.plots import save
 from ghsim.report.trace import chrome_trace
 from ghsim.report.views import (
     document_view,
@@ -33,6 +45,8 @@ from ghsim.report.views import (
     system_view,
     workload_view_of,
 )
+from ghsim.sweep.outputs import as_json, summary_line, write_outputs
+from ghsim.sweep.runner import run_sweep
 from ghsim.version import __version__
 
 
@@ -82,14 +96,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_outputs(directory: Path, result: Result) -> None:
-    """``-o DIR``: result.json and trace.json (never touching the user's inputs)."""
+def _write_outputs(directory: Path, result: Result, name: str) -> None:
+    """``-o DIR``: result.json, trace.json, breakdown plot, report.html."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "result.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        data = result.to_dict()
+        (directory / "result.json").write_text(json.dumps(data, indent=2) + "\n")
         if result.timeline is not None:
             trace = chrome_trace(result.timeline)
             (directory / "trace.json").write_text(json.dumps(trace))
+        record = {"label": name, "breakdown_s": data["breakdown_s"]}
+        svgs = save({"breakdown": plots.breakdown([record])}, directory)
+        (directory / "report.html").write_text(run_report(name, data, svgs))
     except OSError as error:
         raise InputError(str(directory), "", f"cannot write outputs: {error.strerror}") from None
 
@@ -99,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides)
     result = simulate(scenario)
     if args.output is not None:
-        _write_outputs(Path(args.output), result)
+        _write_outputs(Path(args.output), result, scenario.name)
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -117,6 +135,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         render.render_validation(outcomes, summary, Console())
     return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run a what-if study and rank its points."""
+    sweep = load_sweep(args.sweep)
+    output = Path(args.output) if args.output else None
+    cache = output / "cache" if output else None
+    console = Console(stderr=True)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=console, disable=args.json or not console.is_terminal) as progress:
+        task = progress.add_task(sweep.spec.name, total=len(sweep.points()))
+        outcome = run_sweep(sweep, args.workers, args.scheduler, cache,
+                            on_result=lambda _r, _n: progress.advance(task))
+    if output is not None:
+        try:
+            write_outputs(outcome, output)
+        except OSError as error:
+            raise InputError(str(output), "", f"cannot write outputs: {error.strerror}") from None
+    if args.json:
+        _print_json(as_json(outcome))
+    else:
+        render.render_sweep(outcome.ranked(), summary_line(outcome), sweep.spec.rank_by,
+                            Console())
+    return 130 if outcome.interrupted else 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -169,6 +212,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", metavar="DIR", help="write result.json and trace.json")
     _add_common(run)
     run.set_defaults(handler=cmd_run)
+
+    sweep = commands.add_parser(
+        "sweep", help="run a what-if study: a grid or list of overrides on a base scenario",
+        description="Run every point of a sweep file in parallel (local processes, or a Dask "
+        "cluster with --scheduler), rank them, and with -o write results.csv, results.json, "
+        "plots and report.html. Results are cached by scenario hash under -o DIR.",
+    )
+    sweep.add_argument("sweep", metavar="SWEEP", help="a sweep file, or a shipped sweep's name")
+    sweep.add_argument("--workers", type=_positive_int, default=None,
+                       help="local worker processes (default: the cores available)")
+    sweep.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="run on the Dask cluster at ADDRESS, e.g. tcp://host:8786")
+    sweep.add_argument("--json", action="store_true", help="print one JSON object")
+    sweep.add_argument("-o", "--output", metavar="DIR",
+                       help="write results.csv, results.json, plots and report.html")
+    sweep.set_defaults(handler=cmd_sweep)
 
     validate = commands.add_parser(
         "validate", help="simulate published measurements and compare",

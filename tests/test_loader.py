@@ -9,7 +9,7 @@ import pytest
 
 from ghsim.config import load_file, load_scenario, load_system, load_validation_points
 from ghsim.config.yamlio import parse_yaml
-from ghsim.errors import ConfigError, OverrideError
+from ghsim.errors import ConfigError, LayoutError, OverrideError
 
 SCENARIO = """\
 schema_version: 1
@@ -88,7 +88,7 @@ def test_override_naming_an_unknown_key(tmp_path: Path) -> None:
     with pytest.raises(OverrideError, match="did you mean 'tp'") as error:
         load_scenario(path, ["parallelism.tpp=4"])
     assert error.value.source == "--set parallelism.tpp=4"
-    with pytest.raises(OverrideError, match="num_gpus / \\(tp x pp x cp\\)"):
+    with pytest.raises(LayoutError, match="num_gpus / \\(tp x pp x cp\\)"):
         load_scenario(path, ["parallelism.dp=3"])
 
 
@@ -107,9 +107,9 @@ def test_errors_name_the_file_that_holds_the_mistake(
 
 def test_layout_errors(tmp_path: Path) -> None:
     path = write(tmp_path, "s.yaml", SCENARIO.format(system="dgx-h100"))
-    with pytest.raises(OverrideError, match="attention heads"):
+    with pytest.raises(LayoutError, match="attention heads"):
         load_scenario(path, ["parallelism.tp=3", "num_gpus=24"])
-    with pytest.raises(OverrideError, match="micro_batch x dp"):
+    with pytest.raises(LayoutError, match="micro_batch x dp"):
         load_scenario(path, ["training.global_batch=130"])
 
 

@@ -21,7 +21,7 @@ from ghsim.config.schema import (
     ValidationPointsSpec,
 )
 from ghsim.config.search import display, locate_any, not_found_any_message
-from ghsim.errors import ConfigError, LayoutError, OverrideError
+from ghsim.errors import ConfigError, LayoutError
 
 SpecT = TypeVar("SpecT", bound=DocumentSpec)
 
@@ -81,7 +81,7 @@ def scenario_from_spec(
         blamed = {where, *(format_path(path) for path in problem.related)}
         for text in reversed(overrides):
             if text.partition("=")[0].strip() in blamed:
-                raise OverrideError(f"--set {text}", where, problem.message) from None
+                raise LayoutError(f"--set {text}", where, problem.message) from None
         raise LayoutError(source, where, problem.message) from None
     parallelism = ParallelismSpec.model_validate(
         {**spec.parallelism.model_dump(), "dp": layout.dp, "vp": layout.vp}

@@ -26,11 +26,13 @@ class Override:
     path: KeyPath
     value: Any
     text: str
+    origin: str = ""
+    """Where it comes from when not the command line (a sweep file's axis)."""
 
     @property
     def label(self) -> str:
         """How errors name this override."""
-        return f"--set {self.text}"
+        return self.origin or f"--set {self.text}"
 
 
 def parse_key_path(text: str, label: str) -> KeyPath:

@@ -268,3 +268,21 @@ def render_validation(outcomes: list[dict[str, Any]], summary: dict[str, Any],
     console.print(table)
     console.print(f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%} over "
                   f"{summary['simulated']} simulated points ({summary['failed']} failed).")
+
+
+def render_sweep(ranked: list[dict[str, Any]], summary: str, rank_by: str,
+                 console: Console) -> None:
+    """The ranked table of ``ghsim sweep``."""
+    table = Table(title=f"Ranked by {rank_by}", title_justify="left")
+    for column in ("#", "point", "step", "MFU", "HBM peak", "fits", "bound by"):
+        table.add_column(column, justify="left" if column in ("point", "bound by") else "right")
+    for rank, r in enumerate(ranked, 1):
+        if r["step_time_s"] is None:
+            table.add_row("-", r["label"], "-", "-", "-", "-",
+                          f"[dim]{r['error'] or r['skipped']}[/]")
+            continue
+        table.add_row(str(rank), r["label"], format_seconds(r["step_time_s"]), f"{r['mfu']:.1%}",
+                      format_bytes(r["hbm_peak_bytes"] or 0),
+                      "yes" if r["fits"] else "[red]no[/]", str(r["bottleneck"]))
+    console.print(table)
+    console.print(summary)

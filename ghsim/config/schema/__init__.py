@@ -13,6 +13,7 @@ from ghsim.config.schema.scenario import (
     ScenarioSpec,
     TrainingSpec,
 )
+from ghsim.config.schema.sweep import SweepSpec
 from ghsim.config.schema.system import FabricSpec, NodeSpec, SystemSpec
 from ghsim.config.schema.validation import ValidationPointSpec, ValidationPointsSpec
 
@@ -22,6 +23,7 @@ SPEC_BY_KIND: dict[str, type[DocumentSpec]] = {
     "model": ModelSpec,
     "scenario": ScenarioSpec,
     "validation_points": ValidationPointsSpec,
+    "sweep": SweepSpec,
 }
 """Kinds whose files ghsim loads, keyed by the YAML ``kind``. Later kinds register here."""
 
@@ -47,6 +49,7 @@ __all__ = [
     "ParallelismSpec",
     "ScenarioSpec",
     "Spec",
+    "SweepSpec",
     "SystemSpec",
     "TrainingSpec",
     "ValidationPointSpec",

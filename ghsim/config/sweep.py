@@ -1,0 +1,134 @@
+"""Loading a sweep: its base scenario, its points (grid x cases), the filter, and the scenario
+of each point. Every axis is checked before anything is simulated."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ghsim.config.api import Scenario, scenario_from_spec
+from ghsim.config.cursor import Slot, slot_at
+from ghsim.config.diagnose import describe
+from ghsim.config.expression import ExpressionError, evaluate, lookup_in, parse_filter
+from ghsim.config.loader import _Tree, load_tree
+from ghsim.config.overrides import Override, parse_key_path
+from ghsim.config.schema import ScenarioSpec, SweepSpec
+from ghsim.errors import ConfigError, InputError, LayoutError, OverrideError
+
+RANKABLE = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+            "mfu", "hbm_peak_bytes")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One combination of a sweep: the overrides applied to the base scenario."""
+
+    index: int
+    overrides: tuple[tuple[str, Any], ...]
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{key}={value}" for key, value in self.overrides) or "(base)"
+
+
+class Sweep:
+    """A validated sweep file, ready to expand into scenarios."""
+
+    def __init__(self, spec: SweepSpec, path: Path) -> None:
+        self.spec = spec
+        self.path = path
+        self.source = str(path)
+        self.base_data: dict[str, Any] = spec.base.model_dump(mode="python")
+        self.filter = None
+        if spec.filter is not None:
+            try:
+                self.filter = parse_filter(spec.filter)
+            except ExpressionError as error:
+                raise ConfigError(self.source, "filter", str(error)) from None
+
+    def points(self) -> list[Point]:
+        """Every point: each grid combination crossed with each case."""
+        keys = list(self.spec.grid)
+        combos = itertools.product(*(self.spec.grid[k] for k in keys)) if keys else [()]
+        cases = self.spec.cases or [{}]
+        points: list[Point] = []
+        for combo in combos:
+            for case in cases:
+                overrides = (*zip(keys, combo, strict=True), *case.items())
+                points.append(Point(len(points), tuple(overrides)))
+        return points
+
+    def scenario(self, point: Point) -> Scenario:
+        """The scenario of ``point``; raises :class:`InputError` if the combination is invalid."""
+        tree = _Tree(ScenarioSpec, copy.deepcopy(self.base_data), self.path)
+        for key, value in point.overrides:
+            origin = f"{self.source}: {self._axis(key)}"
+            tree.apply(Override(parse_key_path(key, origin), value, f"{key}={value}", origin))
+        tree.resolve(tree.data, Slot(ScenarioSpec), ())
+        spec = tree.validate()
+        assert isinstance(spec, ScenarioSpec)
+        overrides = [f"{key}={value}" for key, value in point.overrides]
+        try:
+            return scenario_from_spec(spec, self.source, overrides)
+        except LayoutError as error:
+            if not error.source.startswith("--set "):
+                raise
+            key = error.source.removeprefix("--set ").partition("=")[0]
+            raise LayoutError(f"{self.source}: {self._axis(key)}", error.key_path,
+                              error.message) from None
+
+    def _axis(self, key: str) -> str:
+        return f"grid.{key}" if key in self.spec.grid else f"cases[].{key}"
+
+    def keep(self, scenario: Scenario) -> bool:
+        """Whether the filter lets this point through."""
+        if self.filter is None:
+            return True
+        data = scenario.spec.model_dump(mode="python")
+        data["parallelism"]["dp"] = scenario.layout.dp
+        try:
+            return bool(evaluate(self.filter, lookup_in(data)))
+        except (ExpressionError, TypeError, ZeroDivisionError) as error:
+            raise ConfigError(self.source, "filter", str(error)) from None
+
+
+def _check_axis(sweep: Sweep, where: str, key: str, values: list[Any]) -> None:
+    """An axis names a key of the scenario schema and each of its values loads on the base."""
+    try:
+        path = parse_key_path(key, sweep.source)
+    except OverrideError:
+        raise ConfigError(sweep.source, where, f"expected a dotted key path, got {key!r}") from None
+    for depth in range(1, len(path) + 1):
+        if slot_at(ScenarioSpec, path[:depth]) is None:
+            hint = describe({"type": "extra_forbidden", "loc": path[:depth]}, ScenarioSpec)
+            raise ConfigError(sweep.source, where, hint)
+    if not values:
+        raise ConfigError(sweep.source, where, "expected a non-empty list of values")
+    for index, value in enumerate(values):
+        try:
+            sweep.scenario(Point(-1, ((key, value),)))
+        except LayoutError:
+            continue  # a layout that only works with other axes' values: checked per point
+        except InputError as error:
+            raise ConfigError(sweep.source, f"{where}[{index}]", error.message) from None
+
+
+def load_sweep(reference: str | Path) -> Sweep:
+    """Load a ``kind: sweep`` file and check every axis before anything runs."""
+    spec, path = load_tree(reference, "sweep")
+    assert isinstance(spec, SweepSpec)
+    sweep = Sweep(spec, path)
+    if spec.rank_by not in RANKABLE:
+        raise ConfigError(sweep.source, "rank_by",
+                          f"expected one of {', '.join(RANKABLE)}, got {spec.rank_by!r}")
+    for key, values in spec.grid.items():
+        _check_axis(sweep, f"grid.{key}", key, values)
+    for index, case in enumerate(spec.cases):
+        for key, value in case.items():
+            _check_axis(sweep, f"cases[{index}].{key}", key, [value])
+    if not spec.grid and not spec.cases:
+        raise ConfigError(sweep.source, "grid", "expected a grid or cases to vary")
+    return sweep

@@ -1,0 +1,34 @@
+"""One sweep point's result as a flat record (what tables, CSV and plots are made of)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ghsim.config import Scenario
+from ghsim.config.sweep import Point
+from ghsim.engine.result import Result
+
+
+def empty_record(point: Point) -> dict[str, Any]:
+    return {"index": point.index, "label": point.label,
+            "overrides": {key: value for key, value in point.overrides},
+            "step_time_s": None, "tokens_per_s": None, "tokens_per_s_per_gpu": None,
+            "model_tflops_per_gpu": None, "mfu": None, "fits": None, "hbm_peak_bytes": None,
+            "hbm_capacity_bytes": None, "bottleneck": None, "breakdown_s": None,
+            "digest": None, "error": None, "skipped": None, "cached": False}
+
+
+def result_record(point: Point, scenario: Scenario, result: Result) -> dict[str, Any]:
+    """The record of a simulated point."""
+    record = empty_record(point)
+    hbm = result.memory.get("hbm", {})
+    record.update(
+        step_time_s=result.step_time_s, tokens_per_s=result.tokens_per_s,
+        tokens_per_s_per_gpu=result.tokens_per_s_per_gpu,
+        model_tflops_per_gpu=result.model_tflops_per_gpu, mfu=result.mfu,
+        fits=result.memory.get("fits"), hbm_peak_bytes=hbm.get("peak_bytes"),
+        hbm_capacity_bytes=hbm.get("capacity_bytes"),
+        bottleneck=result.bottleneck["resource"], breakdown_s=result.breakdown_s,
+        digest=scenario.digest(),
+    )
+    return record
