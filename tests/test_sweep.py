@@ -129,3 +129,20 @@ def test_example_prints_its_saved_output() -> None:
 def test_shipped_sweeps_load(path: Path) -> None:
     sweep = load_sweep(path)
     assert sweep.points()
+
+
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from screenshot_report import chromium, screenshot
+
+    if chromium() is None:
+        pytest.skip("chromium is not installed (apt-get install chromium to run this check)")
+    image = pytest.importorskip("matplotlib.image")
+    path = write(tmp_path, GOOD_AXIS)
+    assert main(["sweep", str(path), "--workers", "1", "-o", str(tmp_path / "out"),
+                 "--json"]) == 0
+    png = tmp_path / "report.png"
+    screenshot(tmp_path / "out" / "report.html", png)
+    pixels = image.imread(str(png))
+    colours = {tuple(p) for p in pixels[::8, ::8].reshape(-1, pixels.shape[-1]).tolist()}
+    assert len(colours) > 20, "the page rendered (nearly) blank"
