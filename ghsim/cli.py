@@ -33,6 +33,8 @@ from ghsim.engine.result import Result
 from ghsim.engine.simulate import simulate
 from ghsim.engine.validation import summarize, validate_file
 from ghsim.errors import InputError
+from ghsim.importers.cli_import import FORMATS, import_traces
+from ghsim.importers.cli_import import summary as import_summary
 from ghsim.report import console as render
 from ghsim.report import plots
 from ghsim.report.html import run_report
@@ -162,6 +164,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 130 if outcome.interrupted else 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    """Turn trace files into a workload file."""
+    ranks = import_traces(args.traces, Path(args.output), args.format)
+    info = import_summary(ranks)
+    if args.json:
+        _print_json(info)
+    else:
+        Console().print_json(data=info)
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of one kind of file, or of all of them."""
     if args.kind is None:
@@ -237,6 +250,19 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("points", metavar="POINTS", help="a validation_points YAML file")
     validate.add_argument("--json", action="store_true", help="print one JSON object")
     validate.set_defaults(handler=cmd_validate)
+
+    trace = commands.add_parser(
+        "import", help="turn profiler traces into a workload file a scenario can replay",
+        description="Import PyTorch profiler (Kineto) traces, one file per rank or folders of "
+        "them, into a workload file; a scenario with `workload: FILE` replays it as measured "
+        "or re-costed on its hardware (`replay: recost`).",
+    )
+    trace.add_argument("traces", nargs="+", metavar="TRACE")
+    trace.add_argument("--format", choices=FORMATS, default="auto")
+    trace.add_argument("-o", "--output", metavar="WORKLOAD", required=True,
+                       help="the workload file to write (YAML)")
+    trace.add_argument("--json", action="store_true", help="print the summary as JSON")
+    trace.set_defaults(handler=cmd_import)
 
     schema = commands.add_parser(
         "schema", help="print the JSON Schema of the YAML files",

@@ -70,13 +70,19 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
     now, previous = 0.0, None
     for span in sorted((s for s in cls.spans if s.stream == "compute"), key=lambda s: s.start):
         gap = span.start - now
+        launch = min(gap, cls.launch_wait_s.get(span.op, 0.0))
+        if launch > 0:  # an imported trace's GPU idle until the CPU launched the kernel
+            parts["cpu"] += launch
+            gap -= launch
+            now += launch
         if gap > 0:
             waits = [d for d in cls.rank_class.ops[span.op].deps if d != previous]
             if waits:
                 _charge(cls, max(waits, key=lambda d: cls.end_of[d]), now, parts)
             else:
                 parts["other"] += gap
-        for category, seconds in cls.compute_parts[span.op].items():
+        own = cls.compute_parts.get(span.op) or {_category(cls, span.op): span.end - span.start}
+        for category, seconds in own.items():
             if category in ("tp", "cp"):
                 parts[category] += seconds
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ghsim.config import Scenario, scenario_from_spec
@@ -12,6 +13,8 @@ from ghsim.costmodel.host import host_cost_model
 from ghsim.engine.attribution import breakdown, critical_class
 from ghsim.engine.result import Result
 from ghsim.engine.simulator import Simulator, Timeline
+from ghsim.importers.replay import replay_workload
+from ghsim.importers.workload_file import read_workload
 from ghsim.version import __version__
 from ghsim.workload.ir import Workload
 from ghsim.workload.lower import lower
@@ -25,6 +28,10 @@ _WHY = {
     "cp": "context-parallel key/value exchanges are exposed",
     "dp": "data-parallel gradient or weight collectives are not hidden behind compute",
     "pp": "pipeline activations and gradients are exposed while in flight",
+    "cpu": "the host CPU keeps the GPU waiting (the optimizer step on the host, or, in an "
+           "imported trace, kernels launched later than the GPU could run them)",
+    "offload": "copies between HBM and host memory over the host link are exposed",
+    "migration": "unified-memory page migration stalls the kernels that fault",
 }
 
 
@@ -158,11 +165,38 @@ def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[s
     )
 
 
+def _workload(scenario: Scenario) -> Workload:
+    """The work to simulate: a microbenchmark, an imported trace, or the lowered model."""
+    spec = scenario.spec
+    if spec.microbenchmark is not None:
+        return microbenchmark_workload(scenario)
+    if spec.workload is not None:
+        path = Path(spec.workload)
+        if not path.is_absolute() and not path.exists():
+            path = Path(scenario.source).parent / path
+        return replay_workload(scenario, read_workload(path), spec.replay)
+    return lower(scenario)
+
+
+def _replay_warnings(workload: Workload, timeline: Timeline) -> list[str]:
+    if "replay" not in workload.attrs:
+        return []
+    measured = workload.attrs["measured_s"]
+    replayed = [max(s.end for s in c.spans) for c in timeline.classes]
+    worst = max(abs(r / m - 1) for r, m in zip(replayed, measured, strict=True))
+    notes = [f"replay {workload.attrs['replay']}: {len(measured)} ranks, measured iteration "
+             f"{max(measured) * 1e3:.1f} ms, replayed {max(replayed) * 1e3:.1f} ms (worst rank "
+             f"{worst:.1%} apart)"]
+    if workload.attrs["replay"] == "recost":
+        notes.append(f"{workload.attrs['fallback_share']:.0%} of the measured kernel time could "
+                     "not be re-costed and was scaled from the source GPU's peaks")
+    return notes
+
+
 def simulate(scenario: Scenario) -> Result:
     """Simulate one optimizer step of ``scenario``."""
     spec, layout = scenario.spec, scenario.layout
-    workload = (microbenchmark_workload(scenario) if spec.microbenchmark is not None
-                else lower(scenario))
+    workload = _workload(scenario)
     gpu = gpu_cost_model(spec.system.node.gpu)
     comm = comm_cost_model(spec.system)
     host = host_cost_model(spec.system, layout.gpus_per_node)
@@ -175,6 +209,7 @@ def simulate(scenario: Scenario) -> Result:
     model_flops_per_gpu = workload.model_flops_per_step / step / layout.num_gpus
     peak = gpu.peak_flops[GEMM_DTYPE[spec.training.precision]]
     memory, warnings = _memory(scenario, timeline)
+    warnings += _replay_warnings(workload, timeline)
     return Result(
         step_time_s=step,
         tokens_per_s=tokens_per_s,

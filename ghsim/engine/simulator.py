@@ -45,6 +45,8 @@ class ClassTimeline:
     """Per compute op: seconds by category (gemm, attention, elementwise, tp, cp, ...)."""
     transfer_s: dict[int, float] = field(default_factory=dict)
     """Per recv op: how long the matching send's transfer took."""
+    launch_wait_s: dict[int, float] = field(default_factory=dict)
+    """Per op of an imported trace: time its stream sat idle until the CPU launched it."""
     links: SharedLinks | None = None
 
 
@@ -122,8 +124,14 @@ class Simulator:
             key = (op.attrs["tag"], op.attrs["peer_stage"])
             yield self._mail(key)
             timeline.transfer_s[op.id] = self.arrival_s[key]
+        elif "measured_s" in op.attrs:
+            parts = {op.attrs["category"]: op.attrs["measured_s"]}
+            timeline.compute_parts[op.id] = parts
+            yield self.env.timeout(op.attrs["measured_s"])
         elif op.kind == "compute":
             parts = self.body_parts(op.body, rank_class)
+            if "fallback_s" in op.attrs:
+                parts = {**parts, op.attrs["category"]: op.attrs["fallback_s"]}
             overlap = min(links.busy_for_s(_COMM_LINKS), sum(parts.values()))
             if overlap > 0 and self.gpu.overlap_slowdown:
                 # Communication kernels running beside this op take SMs and memory bandwidth.
@@ -131,7 +139,7 @@ class Simulator:
             timeline.compute_parts[op.id] = parts
             yield self.env.timeout(sum(parts.values()))
         elif op.kind == "collective":
-            group = rank_class.groups[op.attrs["group"]]
+            group = op.attrs.get("replay_group") or rank_class.groups[op.attrs["group"]]
             channel = self.comm.channel(group, op.attrs["collective"])
             wire = wire_bytes(op.attrs["collective"], op.bytes, group.size)
             yield self.env.timeout(channel.latency_s * max(1, (group.size - 1).bit_length()))
@@ -168,6 +176,10 @@ class Simulator:
                 yield pending[0]
             elif pending:
                 yield self.env.all_of(pending)
+            launched = op.attrs.get("not_before_s", 0.0)
+            if launched > self.env.now:
+                timeline.launch_wait_s[op.id] = launched - self.env.now
+                yield self.env.timeout(launched - self.env.now)  # the CPU had not launched it
             start = self.env.now
             yield from self._run_op(timeline, op, done)
             timeline.start_of[op.id] = start

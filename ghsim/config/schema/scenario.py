@@ -96,6 +96,14 @@ class ScenarioSpec(DocumentSpec):
     training: TrainingSpec
     parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
     offload: OffloadSpec = Field(default_factory=OffloadSpec)
+    workload: str | None = Field(
+        default=None, description="A workload file written by `ghsim import` to replay instead "
+        "of lowering the model (path relative to this file).",
+    )
+    replay: Literal["measured", "recost"] = Field(
+        default="measured", description="workload only: replay the recorded durations, or "
+        "re-cost each kernel and collective on this scenario's hardware.",
+    )
     microbenchmark: MicrobenchmarkSpec | None = Field(
         default=None, description="Simulate this one operation instead of a training step.",
     )

@@ -1,0 +1,1 @@
+"""Importers: real profiler traces into ghsim workloads (PyTorch profiler / Kineto so far)."""

@@ -1,0 +1,89 @@
+"""``ghsim import``: trace files (one per rank, or folders of them) into a workload file."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ghsim.errors import InputError
+from ghsim.importers.kineto import TraceRank, read_kineto
+from ghsim.importers.workload_file import write_workload
+
+FORMATS = ("auto", "kineto", "pytorch-et", "chakra", "nsys")
+_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_files(arguments: list[str]) -> list[Path]:
+    """The files named, with folders expanded to the JSON traces inside them."""
+    files: list[Path] = []
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_dir():
+            inside = sorted(p for p in path.iterdir() if p.name.endswith(_SUFFIXES))
+            if not inside:
+                raise InputError(argument, "", "the folder holds no .json or .json.gz traces")
+            files += inside
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InputError(argument, "", "no such trace file")
+    return files
+
+
+def detect(path: Path) -> str:
+    """``kineto`` for JSON traces; the formats ghsim cannot read yet are named."""
+    name = path.name
+    if name.endswith(".et") or name.endswith(".et.gz"):
+        return "chakra"
+    if name.endswith((".sqlite", ".db")):
+        return "nsys"
+    return "kineto"
+
+
+def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list[TraceRank]:
+    files = trace_files(arguments)
+    ranks = []
+    for index, path in enumerate(files):
+        kind = detect(path) if fmt == "auto" else fmt
+        if kind != "kineto":
+            raise InputError(str(path), "", f"format {kind!r} is not supported yet; ghsim "
+                             "imports PyTorch profiler (Kineto) JSON traces")
+        ranks.append(read_kineto(path, rank=index))
+    seen = Counter(r.rank for r in ranks)
+    if any(count > 1 for count in seen.values()):
+        ranks = [TraceRank(r.source, i, r.device, r.events, r.iteration, r.iterations,
+                           r.orphans, r.bytes_read) for i, r in enumerate(ranks)]
+    try:
+        write_workload(output, output.name.split(".")[0], ranks)
+    except OSError as error:
+        raise InputError(str(output), "", f"cannot write: {error.strerror}") from None
+    return ranks
+
+
+def summary(ranks: list[TraceRank]) -> dict[str, Any]:
+    """What was imported: ranks, iterations, kernels by class, collectives, orphans."""
+    classes: Counter[str] = Counter()
+    collectives: Counter[str] = Counter()
+    collective_bytes: dict[str, float] = {}
+    orphans: Counter[str] = Counter()
+    for rank in ranks:
+        classes.update(e.klass for e in rank.events)
+        for event in rank.events:
+            if event.collective:
+                collectives[event.collective] += 1
+                collective_bytes[event.collective] = (
+                    collective_bytes.get(event.collective, 0.0) + event.bytes)
+        orphans.update(rank.orphans)
+    return {
+        "ranks": len(ranks),
+        "devices": sorted({r.device for r in ranks}),
+        "iterations": {r.rank: r.iteration[0] if r.iteration else None for r in ranks},
+        "measured_iteration_ms": {r.rank: (r.iteration[2] - r.iteration[1]) / 1e3
+                                  if r.iteration else None for r in ranks},
+        "events_by_class": dict(classes),
+        "collectives": dict(collectives),
+        "collective_bytes": dict(collective_bytes),
+        "unlinked": dict(orphans),
+        "bytes_read": sum(r.bytes_read for r in ranks),
+    }

@@ -1,0 +1,249 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON, read as a stream.
+
+Events are parsed one at a time (ijson's C backend), and only what a replay needs is kept: GPU
+kernels, copies and sets with their stream, times and correlation id; the runtime calls that
+launched them; CPU operators (name, thread, time span, input shapes) to find each kernel's
+launching operator by time nesting on its thread; ``ProfilerStep#N`` iterations. Both
+timestamp bases (absolute, or relative to ``baseTimeNanoseconds``) and the legacy category
+names of 2021-22 traces are accepted. Events that cannot be linked are counted, not fatal.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import sys
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import ijson
+
+from ghsim.errors import InputError
+from ghsim.importers.classify import collective_kind, gemm_flops, kernel_class, message_bytes
+
+_CATEGORIES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset",
+               "Runtime": "cuda_runtime", "Operator": "cpu_op", "Driver": "cuda_driver"}
+
+
+_SHAPED = frozenset({"aten::mm", "aten::matmul", "aten::addmm", "aten::bmm", "aten::baddbmm",
+                     "aten::linear"})
+_KEEP_ARGS = ("Input Dims", "In msg nelems", "dtype", "Group size", "Collective name")
+_NO_ARGS: dict[str, Any] = {}
+_KERNEL_ARGS = ("stream", "correlation", "correlation id", "bytes", "In msg nelems", "dtype",
+                "Group size", "Collective name")
+
+
+class TraceError(InputError):
+    """A trace file that cannot be read as the format it claims."""
+
+
+@dataclass
+class GpuEvent:
+    """One kernel, copy or set on a GPU stream, linked to what launched it."""
+
+    name: str
+    kind: str
+    """``kernel``, ``memcpy`` or ``memset``."""
+    stream: int
+    start_us: float
+    dur_us: float
+    klass: str
+    launch_us: float | None = None
+    op_name: str | None = None
+    flops: float = 0.0
+    shape: tuple[int, int, int] | None = None
+    bytes: float = 0.0
+    collective: str | None = None
+
+
+@dataclass
+class TraceRank:
+    """One rank's trace, reduced to what a replay needs."""
+
+    source: str
+    rank: int
+    device: str
+    events: list[GpuEvent]
+    iteration: tuple[str, float, float] | None
+    """The chosen ``ProfilerStep#N``: name, start and end (microseconds)."""
+    iterations: int
+    orphans: Counter[str] = field(default_factory=Counter)
+    bytes_read: int = 0
+
+
+def _open(path: Path) -> IO[bytes]:
+    try:
+        handle: IO[bytes] = open(path, "rb")  # noqa: SIM115 (returned)
+    except OSError as error:
+        raise TraceError(str(path), "", f"cannot read: {error.strerror}") from None
+    if handle.read(2) == b"\x1f\x8b":
+        handle.close()
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    handle.seek(0)
+    return handle
+
+
+def _items(path: Path, prefix: str) -> Iterator[Any]:
+    if path.is_file() and path.stat().st_size == 0:
+        raise TraceError(str(path), "", "empty file: expected a PyTorch profiler trace")
+    with _open(path) as handle:
+        try:
+            yield from ijson.items(handle, prefix, use_float=True)
+        except ijson.common.IncompleteJSONError as error:
+            detail = str(error).splitlines()[0] if str(error) else "incomplete"
+            raise TraceError(str(path), "", f"truncated or malformed JSON ({detail})") from None
+        except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as error:
+            raise TraceError(str(path), "", f"corrupted gzip data ({error})") from None
+        except ijson.common.JSONError as error:
+            raise TraceError(str(path), "", f"malformed JSON ({error})") from None
+
+
+@dataclass
+class _Collected:
+    gpu: list[dict[str, Any]] = field(default_factory=list)
+    runtime: dict[int, tuple[float, Any, Any]] = field(default_factory=dict)
+    ops: dict[tuple[Any, Any], list[tuple[float, float, str, dict[str, Any]]]] = field(
+        default_factory=dict)
+    steps: list[tuple[str, float, float]] = field(default_factory=list)
+    events: int = 0
+
+
+def _collect(path: Path) -> _Collected:
+    seen = _Collected()
+    for event in _items(path, "traceEvents.item"):
+        seen.events += 1
+        if not isinstance(event, dict) or event.get("ph") != "X":
+            continue
+        category = _CATEGORIES.get(event.get("cat", ""), event.get("cat", ""))
+        args = event.get("args") or {}
+        start, dur = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
+        name = str(event.get("name", ""))
+        if category in ("kernel", "gpu_memcpy", "gpu_memset"):
+            seen.gpu.append({"name": name, "cat": category, "tid": event.get("tid"),
+                             "ts": start, "dur": dur,
+                             "args": {k: args[k] for k in _KERNEL_ARGS if k in args}})
+        elif category in ("cuda_runtime", "cuda_driver"):
+            correlation = args.get("correlation")
+            if correlation is not None:
+                seen.runtime[int(correlation)] = (start, event.get("pid"), event.get("tid"))
+        elif category == "cpu_op":
+            keep = name in _SHAPED or "comms" in name or "nccl" in name
+            seen.ops.setdefault((event.get("pid"), event.get("tid")), []).append(
+                (start, start + dur, sys.intern(name),
+                 {k: args[k] for k in _KEEP_ARGS if k in args} if keep else _NO_ARGS))
+        elif category == "user_annotation" and name.startswith("ProfilerStep#"):
+            seen.steps.append((name, start, start + dur))
+    if seen.events == 0:
+        raise TraceError(str(path), "traceEvents",
+                         "expected a PyTorch profiler trace: a JSON object with traceEvents")
+    return seen
+
+
+def _enclosing(ops: list[tuple[float, float, str, dict[str, Any]]], starts: list[float],
+               moment: float) -> list[tuple[float, float, str, dict[str, Any]]]:
+    """CPU operators containing ``moment``, innermost first."""
+    index = bisect.bisect_right(starts, moment)
+    found = []
+    for candidate in reversed(ops[max(0, index - 64):index]):
+        if candidate[0] <= moment <= candidate[1]:
+            found.append(candidate)
+    return found
+
+
+def _link(event: dict[str, Any], seen: _Collected,
+          sorted_ops: dict[tuple[Any, Any], tuple[list[Any], list[float]]],
+          orphans: Counter[str]) -> GpuEvent:
+    args = event["args"]
+    kind = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}[event["cat"]]
+    klass = kernel_class(event["name"]) if kind == "kernel" else kind
+    gpu = GpuEvent(event["name"], kind, int(args.get("stream", event.get("tid") or 0)),
+                   event["ts"], event["dur"], klass, bytes=float(args.get("bytes", 0.0)))
+    correlation = args.get("correlation", args.get("correlation id"))
+    launch = seen.runtime.get(int(correlation)) if correlation is not None else None
+    if launch is None:
+        orphans["gpu event without its launching runtime call"] += 1
+        return gpu
+    gpu.launch_us = launch[0]
+    ops, starts = sorted_ops.get((launch[1], launch[2]), ([], []))
+    stack = _enclosing(ops, starts, launch[0])
+    if not stack:
+        orphans["runtime call outside any CPU operator"] += 1
+        return gpu
+    gpu.op_name = stack[0][2]
+    if klass == "gemm":
+        for op in stack:
+            counted = gemm_flops(op[2], op[3].get("Input Dims") or [])
+            if counted is not None:
+                gpu.flops, gpu.shape = counted
+                break
+    if klass == "collective":
+        gpu.collective = collective_kind(event["name"])
+        sources = [args] + [op[3] for op in stack if "comms" in op[2] or "nccl" in op[2]]
+        for source in sources:
+            size = message_bytes(source)
+            if size is not None:
+                gpu.bytes = size
+                break
+    return gpu
+
+
+def _metadata(path: Path) -> tuple[str, int | None]:
+    """Device name and rank from the keys Kineto writes before ``traceEvents`` (read up to
+    there only; the events are read once, by :func:`_collect`)."""
+    found: dict[str, Any] = {}
+    builder: ijson.ObjectBuilder | None = None
+    current = ""
+    with _open(path) as handle:
+        try:
+            for prefix, event, value in ijson.parse(handle):
+                if prefix == "traceEvents" and event == "start_array":
+                    break
+                if builder is None and prefix in ("deviceProperties", "distributedInfo") \
+                        and event in ("start_array", "start_map"):
+                    builder, current = ijson.ObjectBuilder(), prefix
+                if builder is not None:
+                    builder.event(event, value)
+                    if prefix == current and event in ("end_array", "end_map"):
+                        found[current], builder = builder.value, None
+        except ijson.common.JSONError:
+            pass  # _collect reports what is wrong with the file
+    properties = found.get("deviceProperties")
+    device = str(properties[0].get("name", "")) if isinstance(properties, list) and properties \
+        and isinstance(properties[0], dict) else ""
+    info = found.get("distributedInfo")
+    rank = int(info["rank"]) if isinstance(info, dict) and "rank" in info else None
+    return device, rank
+
+
+def read_kineto(path: Path, rank: int | None = None, step: str | None = None) -> TraceRank:
+    """Read one rank's trace; keep the GPU work of one iteration (the last complete
+    ``ProfilerStep``, or ``step``), or of the whole trace when it marks none."""
+    seen = _collect(path)
+    device, traced_rank = _metadata(path)
+    sorted_ops = {}
+    for key, ops in seen.ops.items():
+        ops.sort(key=lambda op: op[0])
+        sorted_ops[key] = (ops, [op[0] for op in ops])
+    orphans: Counter[str] = Counter()
+    linked = [_link(raw, seen, sorted_ops, orphans) for raw in sorted(seen.gpu,
+                                                                       key=lambda e: e["ts"])]
+    chosen = sorted((s for s in seen.steps if step is None or s[0] == step),
+                    key=lambda s: -s[1])
+    if step is not None and not chosen:
+        raise TraceError(str(path), "", f"no iteration named {step!r}")
+    iteration, events = None, linked
+    for candidate in chosen:  # the latest iteration that launched GPU work
+        inside = [e for e in linked
+                  if candidate[1] <= (e.launch_us if e.launch_us is not None else e.start_us)
+                  <= candidate[2]]
+        if inside:
+            iteration, events = candidate, inside
+            break
+    if not events:
+        raise TraceError(str(path), "", "the trace holds no GPU kernels, copies or sets")
+    return TraceRank(str(path), traced_rank if traced_rank is not None else (rank or 0), device,
+                     events, iteration, len(seen.steps), orphans, path.stat().st_size)

@@ -1,0 +1,123 @@
+"""Importing real profiler traces and replaying them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from ghsim.cli import main
+from ghsim.config import load_scenario
+from ghsim.engine.simulate import simulate
+from tests.conftest import SHARED
+
+TRACES = SHARED / "traces"
+MEGATRON = sorted((TRACES / "astra-sim_astra-sim").glob("*megatron_kineto_*.json.gz"))
+HTA = TRACES / "facebookresearch_HolisticTraceAnalysis"
+KINETO = [
+    *MEGATRON[:1],
+    HTA / "tests__data__nccl_parser_config__nccl_data.json.gz",
+    HTA / "tests__data__trace_filter__sampled_rank-0.json.gz",
+    HTA / "tests__data__df_index_resolver__df_index_resolver.json.gz",
+    HTA / "tests__data__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    HTA / "tests__data__triton_example__triton_example.json.gz",
+    HTA / "tests__data__critical_path__cuda_event_sync__event_sync_trace.json.gz",
+    HTA / "tests__data__critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+    HTA / "tests__data__trace_file_list__inference_rank_1.json.gz",
+    HTA / "tests__data__execution_trace__benchmark_simple_add_trace.json.gz",
+    TRACES / "facebookresearch_param" / "et_replay__tests__inputs__linear_kineto.json.gz",
+]
+pytestmark = pytest.mark.skipif(not MEGATRON, reason="../shared/traces is not present")
+
+SCENARIO = """\
+schema_version: 1
+kind: scenario
+name: megatron-tp8-replay
+system: dgx-a100
+num_gpus: 8
+model: llama2-7b
+training: {{seq_len: 2048, micro_batch: 4, global_batch: 4, precision: fp16}}
+parallelism: {{tp: 8}}
+workload: {workload}
+replay: {replay}
+"""
+
+
+@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name[:40])
+def test_every_kineto_trace_imports(path: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", str(path), "-o", str(tmp_path / "w.yaml"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["ranks"] == 1 and sum(info["events_by_class"].values()) > 0
+
+
+@pytest.fixture(scope="module")
+def megatron(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("megatron")
+    assert main(["import", *map(str, MEGATRON), "-o", str(folder / "tp8.workload.yaml"),
+                 "--json"]) == 0
+    return folder
+
+
+def _replay(folder: Path, replay: str) -> list[str]:
+    scenario = folder / f"{replay}.yaml"
+    scenario.write_text(SCENARIO.format(workload="tp8.workload.yaml", replay=replay))
+    return simulate(load_scenario(scenario)).warnings
+
+
+def test_measured_replay_reproduces_every_rank_within_5_percent(megatron: Path) -> None:
+    (note,) = _replay(megatron, "measured")
+    worst = float(note.split("worst rank ")[1].split("%")[0]) / 100
+    assert "8 ranks" in note and worst <= 0.05, note
+
+
+def test_recost_replay_on_the_same_gpu(megatron: Path) -> None:
+    notes = _replay(megatron, "recost")
+    worst = float(notes[0].split("worst rank ")[1].split("%")[0]) / 100
+    assert worst <= 0.15, notes
+    assert "could not be re-costed" in notes[1]
+
+
+def test_megatron_import_links_every_kernel(megatron: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", str(MEGATRON[0]), "-o", str(megatron / "r0.yaml"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["unlinked"] == {}
+    assert info["collectives"] == {"all_reduce": 84}
+    # 40 layers x 2 tensor-parallel all-reduces of micro-batch x seq x hidden fp16 values
+    # (4 x 2048 x 4096 x 2 bytes), plus 4 smaller ones (embedding and loss).
+    assert info["collective_bytes"]["all_reduce"] >= 80 * 4 * 2048 * 4096 * 2
+
+
+@pytest.mark.parametrize(("content", "expect"), [
+    (b"", "expected a PyTorch profiler trace"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "kernel"', "truncated or malformed JSON"),
+    (b"\x1f\x8b\x08\x00garbage", "corrupted gzip data"),
+    (b"[1, 2, 3]", "expected a PyTorch profiler trace"),
+    (b'{"schemaVersion": 1, "traceEvents": []}', "expected a PyTorch profiler trace"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}]}',
+     "holds no GPU kernels"),
+])
+def test_broken_traces_exit_2_with_one_line(tmp_path: Path, content: bytes, expect: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "rank0.json"
+    path.write_bytes(content)
+    assert main(["import", str(path), "-o", str(tmp_path / "w.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expect in err[0] and "rank0.json" in err[0], err
+
+
+def test_truncated_gzip_member(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = gzip.compress(MEGATRON[0].read_bytes()[:0] + gzip.decompress(MEGATRON[0].read_bytes()))
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    assert main(["import", str(path), "-o", str(tmp_path / "w.yaml")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_unsupported_formats_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chakra = sorted((TRACES / "astra-sim_astra-sim").glob("*.et"))[0]
+    assert main(["import", str(chakra), "-o", str(tmp_path / "w.yaml")]) == 2
+    assert "not supported yet" in capsys.readouterr().err
