@@ -35,6 +35,7 @@ from ghsim.engine.validation import summarize, validate_file
 from ghsim.errors import InputError
 from ghsim.importers.cli_import import FORMATS, import_traces
 from ghsim.importers.cli_import import summary as import_summary
+from ghsim.importers.export import export_chakra
 from ghsim.report import console as render
 from ghsim.report import plots
 from ghsim.report.html import run_report
@@ -120,6 +121,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = simulate(scenario)
     if args.output is not None:
         _write_outputs(Path(args.output), result, scenario.name)
+    if args.chakra is not None and result.timeline is not None:
+        try:
+            export_chakra(result.timeline, Path(args.chakra))
+        except OSError as error:
+            raise InputError(args.chakra, "", f"cannot write: {error.strerror}") from None
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -222,7 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("scenario", metavar="SCENARIO", help="a path, or a shipped scenario's name")
     run.add_argument("--json", action="store_true", help="print the Result as one JSON object")
-    run.add_argument("-o", "--output", metavar="DIR", help="write result.json and trace.json")
+    run.add_argument("-o", "--output", metavar="DIR",
+                     help="write result.json, trace.json, plots and report.html")
+    run.add_argument("--chakra", metavar="DIR", default=None,
+                     help="also write the simulated step as Chakra .et files (one per rank "
+                     "class) for ASTRA-sim")
     _add_common(run)
     run.set_defaults(handler=cmd_run)
 

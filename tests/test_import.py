@@ -118,6 +118,50 @@ def test_truncated_gzip_member(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_unsupported_formats_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    chakra = sorted((TRACES / "astra-sim_astra-sim").glob("*.et"))[0]
-    assert main(["import", str(chakra), "-o", str(tmp_path / "w.yaml")]) == 2
+    nsys = sorted((TRACES / "extra-p_extrap").glob("*.sqlite"))[0]
+    assert main(["import", str(nsys), "--format", "pytorch-et", "-o",
+                 str(tmp_path / "w.yaml")]) == 2
     assert "not supported yet" in capsys.readouterr().err
+
+
+CHAKRA = sorted((TRACES / "astra-sim_astra-sim").glob("*.et")) + sorted(
+    (TRACES / "mlcommons_chakra").glob("*.et"))
+
+
+@pytest.mark.parametrize("path", CHAKRA, ids=lambda p: p.name[-30:])
+def test_chakra_fixtures_import(path: Path, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", str(path), "-o", str(tmp_path / "w.yaml"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert sum(info["events_by_class"].values()) > 0
+
+
+def test_chakra_export_reads_back_the_same_workload(megatron: Path) -> None:
+    from ghsim.importers.chakra import chakra_rank
+    from ghsim.importers.export import export_chakra, timeline_ranks
+
+    scenario = megatron / "measured.yaml"
+    scenario.write_text(SCENARIO.format(workload="tp8.workload.yaml", replay="measured"))
+    result = simulate(load_scenario(scenario))
+    assert result.timeline is not None
+    written = export_chakra(result.timeline, megatron / "et")
+    assert len(written) == 8
+    original = timeline_ranks(result.timeline)[0].events
+    back = chakra_rank(written[0]).events
+    assert [(e.klass, e.collective, e.bytes, e.flops) for e in back] == [
+        (e.klass, e.collective, e.bytes, e.flops) for e in original]
+    assert all(abs(a.dur_us - b.dur_us) <= 0.5 for a, b in zip(back, original, strict=True))
+
+
+@pytest.mark.parametrize(("content", "expect"), [
+    (b"", "empty file"),
+    (b"\x05\x0a\x03", "truncated Chakra trace"),
+    (b"\x02\xff\xff", "not a Chakra protobuf trace"),
+])
+def test_broken_chakra_exits_2(tmp_path: Path, content: bytes, expect: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "rank.0.et"
+    path.write_bytes(content)
+    assert main(["import", str(path), "-o", str(tmp_path / "w.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expect in err[0], err

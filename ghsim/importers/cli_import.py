@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ghsim.errors import InputError
+from ghsim.importers.chakra import chakra_rank
 from ghsim.importers.kineto import TraceRank, read_kineto
 from ghsim.importers.workload_file import write_workload
 
@@ -46,9 +47,12 @@ def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list
     ranks = []
     for index, path in enumerate(files):
         kind = detect(path) if fmt == "auto" else fmt
+        if kind == "chakra":
+            ranks.append(chakra_rank(path, rank=index))
+            continue
         if kind != "kineto":
             raise InputError(str(path), "", f"format {kind!r} is not supported yet; ghsim "
-                             "imports PyTorch profiler (Kineto) JSON traces")
+                             "imports PyTorch profiler (Kineto) JSON and Chakra .et traces")
         ranks.append(read_kineto(path, rank=index))
     seen = Counter(r.rank for r in ranks)
     if any(count > 1 for count in seen.values()):

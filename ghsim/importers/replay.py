@@ -64,8 +64,9 @@ def _op(index: int, event: Any, stream: str, deps: tuple[int, ...], t0: float, m
                              if event.launch_us is not None else 0.0}
     measured = event.dur_us * 1e-6
     if mode == "measured":
-        attrs["measured_s"] = measured
-        return Op(index, "compute", event.name[:80], stream, deps, attrs=attrs)
+        attrs.update(measured_s=measured, flops=event.flops, collective=event.collective)
+        return Op(index, "compute", event.name[:80], stream, deps, bytes=event.bytes,
+                  attrs=attrs)
     if event.klass == "collective" and event.bytes:
         attrs.update(collective=event.collective or "all_reduce", group="tp",
                      group_size=ctx["group"].size, replay_group=ctx["group"])

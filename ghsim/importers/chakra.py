@@ -1,0 +1,211 @@
+"""Chakra execution traces (``.et``): protobuf messages, length-delimited, optionally gzipped.
+
+The message types are declared here from the published schema (mlcommons/chakra
+``schema/protobuf/et_def.proto``, package ``ChakraProtoMsg``), built at import time with
+protobuf's descriptor API: no generated code is copied. A file is a ``GlobalMetadata`` message
+followed by ``Node`` messages, each preceded by its length as a varint.
+
+Import turns each node into a replay event (compute nodes with their duration and FLOPs,
+collective nodes with their type and size, send/receive nodes); export writes any ghsim
+workload (lowered or imported) in the same form, one file per rank class, for ASTRA-sim.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.internal.decoder import _DecodeVarint32
+from google.protobuf.internal.encoder import _VarintBytes
+from google.protobuf.message import DecodeError
+
+from ghsim.importers.kineto import GpuEvent, TraceError, TraceRank
+
+F = descriptor_pb2.FieldDescriptorProto
+NODE_TYPES = ("INVALID_NODE", "METADATA_NODE", "MEM_LOAD_NODE", "MEM_STORE_NODE", "COMP_NODE",
+              "COMM_SEND_NODE", "COMM_RECV_NODE", "COMM_COLL_NODE", "STORAGE_NODE",
+              "BATCH_NODE", "CHECKPOINT_NODE")
+COLLECTIVES = ("ALL_REDUCE", "REDUCE", "ALL_GATHER", "GATHER", "SCATTER", "BROADCAST",
+               "ALL_TO_ALL", "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK", "BARRIER")
+_GHSIM_COLLECTIVE = {"ALL_REDUCE": "all_reduce", "ALL_GATHER": "all_gather",
+                     "REDUCE_SCATTER": "reduce_scatter", "REDUCE_SCATTER_BLOCK": "reduce_scatter",
+                     "ALL_TO_ALL": "all_to_all", "BROADCAST": "broadcast"}
+_SCALARS = (("double_val", 3, F.TYPE_DOUBLE), ("float_val", 5, F.TYPE_FLOAT),
+            ("int32_val", 7, F.TYPE_INT32), ("int64_val", 9, F.TYPE_INT64),
+            ("uint32_val", 11, F.TYPE_UINT32), ("uint64_val", 13, F.TYPE_UINT64),
+            ("sint32_val", 15, F.TYPE_SINT32), ("sint64_val", 17, F.TYPE_SINT64),
+            ("fixed32_val", 19, F.TYPE_FIXED32), ("fixed64_val", 21, F.TYPE_FIXED64),
+            ("sfixed32_val", 23, F.TYPE_SFIXED32), ("sfixed64_val", 25, F.TYPE_SFIXED64),
+            ("bool_val", 27, F.TYPE_BOOL), ("string_val", 29, F.TYPE_STRING),
+            ("bytes_val", 31, F.TYPE_BYTES))
+
+
+def _field(message: descriptor_pb2.DescriptorProto, name: str, number: int, kind: int,
+           label: int = F.LABEL_OPTIONAL, type_name: str = "", oneof: int | None = None) -> None:
+    field = message.field.add(name=name, number=number, type=kind, label=label)
+    if type_name:
+        field.type_name = type_name
+    if oneof is not None:
+        field.oneof_index = oneof
+
+
+def _schema() -> descriptor_pb2.FileDescriptorProto:
+    """The subset of et_def.proto ghsim reads and writes (unknown fields are kept as such)."""
+    proto = descriptor_pb2.FileDescriptorProto(name="ghsim_chakra_et_def.proto",
+                                               package="ChakraProtoMsg", syntax="proto3")
+    for name, _, kind in _SCALARS:
+        listed = proto.message_type.add(name=name.removesuffix("_val").title().replace("_", "")
+                                        .replace("Int", "Int").replace("Uint", "Uint") + "List")
+        _field(listed, "values", 1, kind, F.LABEL_REPEATED)
+    attribute = proto.message_type.add(name="AttributeProto")
+    attribute.oneof_decl.add(name="value")
+    _field(attribute, "name", 1, F.TYPE_STRING)
+    _field(attribute, "doc_string", 2, F.TYPE_STRING)
+    for (name, number, kind), listed in zip(_SCALARS, proto.message_type, strict=False):
+        _field(attribute, name, number, kind, oneof=0)
+        _field(attribute, name.replace("_val", "_list"), number + 1, F.TYPE_MESSAGE,
+               type_name=f".ChakraProtoMsg.{listed.name}", oneof=0)
+    metadata = proto.message_type.add(name="GlobalMetadata")
+    _field(metadata, "version", 1, F.TYPE_STRING)
+    _field(metadata, "attr", 2, F.TYPE_MESSAGE, F.LABEL_REPEATED, ".ChakraProtoMsg.AttributeProto")
+    io = proto.message_type.add(name="IOInfo")
+    for number, name in enumerate(("values", "shapes", "types"), 1):
+        _field(io, name, number, F.TYPE_STRING)
+    node_type = proto.enum_type.add(name="NodeType")
+    for number, name in enumerate(NODE_TYPES):
+        node_type.value.add(name=name, number=number)
+    node = proto.message_type.add(name="Node")
+    _field(node, "id", 1, F.TYPE_UINT64)
+    _field(node, "name", 2, F.TYPE_STRING)
+    _field(node, "type", 3, F.TYPE_ENUM, type_name=".ChakraProtoMsg.NodeType")
+    _field(node, "ctrl_deps", 4, F.TYPE_UINT64, F.LABEL_REPEATED)
+    _field(node, "data_deps", 5, F.TYPE_UINT64, F.LABEL_REPEATED)
+    _field(node, "start_time_micros", 6, F.TYPE_UINT64)
+    _field(node, "duration_micros", 7, F.TYPE_UINT64)
+    _field(node, "inputs", 8, F.TYPE_MESSAGE, type_name=".ChakraProtoMsg.IOInfo")
+    _field(node, "outputs", 9, F.TYPE_MESSAGE, type_name=".ChakraProtoMsg.IOInfo")
+    _field(node, "attr", 10, F.TYPE_MESSAGE, F.LABEL_REPEATED, ".ChakraProtoMsg.AttributeProto")
+    return proto
+
+
+_POOL = descriptor_pool.DescriptorPool()
+_POOL.Add(_schema())
+GlobalMetadata = message_factory.GetMessageClass(
+    _POOL.FindMessageTypeByName("ChakraProtoMsg.GlobalMetadata"))
+Node = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("ChakraProtoMsg.Node"))
+
+
+def _messages(data: bytes, source: str) -> Iterator[bytes]:
+    position = 0
+    while position < len(data):
+        try:
+            size, position = _DecodeVarint32(data, position)
+        except (IndexError, DecodeError):
+            raise TraceError(source, "", "truncated Chakra trace (a length prefix is cut)") \
+                from None
+        if position + size > len(data):
+            raise TraceError(source, "", "truncated Chakra trace (a message is cut)")
+        yield data[position:position + size]
+        position += size
+
+
+def _attr(message: Any) -> tuple[str, Any]:
+    which = message.WhichOneof("value")
+    if not which:
+        return message.name, None
+    value = getattr(message, which)
+    return message.name, list(value.values) if which.endswith("_list") else value
+
+
+def read_chakra(path: Path, rank: int = 0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The metadata attributes and the nodes (as dicts) of one ``.et`` file."""
+    try:
+        raw = path.read_bytes()
+        data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    except (OSError, EOFError, gzip.BadGzipFile) as error:
+        raise TraceError(str(path), "", f"cannot read the Chakra trace: {error}") from None
+    if not data:
+        raise TraceError(str(path), "", "empty file: expected a Chakra trace")
+    chunks = _messages(data, str(path))
+    try:
+        metadata = GlobalMetadata.FromString(next(chunks))
+        nodes = []
+        for chunk in chunks:
+            node = Node.FromString(chunk)
+            nodes.append({"id": node.id, "name": node.name, "type": NODE_TYPES[node.type]
+                          if node.type < len(NODE_TYPES) else "INVALID_NODE",
+                          "ctrl_deps": list(node.ctrl_deps), "data_deps": list(node.data_deps),
+                          "start_us": node.start_time_micros, "dur_us": node.duration_micros,
+                          "attr": dict(_attr(a) for a in node.attr)})
+    except (DecodeError, ValueError, StopIteration) as error:
+        raise TraceError(str(path), "", f"not a Chakra protobuf trace ({error})") from None
+    if not nodes:
+        raise TraceError(str(path), "", "the Chakra trace holds no nodes")
+    return {"version": metadata.version, **dict(_attr(a) for a in metadata.attr)}, nodes
+
+
+def chakra_rank(path: Path, rank: int = 0) -> TraceRank:
+    """A Chakra trace as a replayable rank: nodes in id order on one stream."""
+    _, nodes = read_chakra(path, rank)
+    events = []
+    clock = 0.0
+    for node in sorted(nodes, key=lambda n: n["id"]):
+        attr = node["attr"]
+        kind = node["type"]
+        if kind == "COMM_COLL_NODE":
+            collective = COLLECTIVES[int(attr.get("comm_type", 0))]
+            event = GpuEvent(node["name"], "kernel", 0, clock, float(node["dur_us"]),
+                             "collective", bytes=float(attr.get("comm_size", 0)),
+                             collective=_GHSIM_COLLECTIVE.get(collective, "all_reduce"))
+        elif kind in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
+            event = GpuEvent(node["name"], "kernel", 1, clock, float(node["dur_us"]),
+                             "collective", bytes=float(attr.get("comm_size", 0)),
+                             collective="send_recv")
+        elif kind == "COMP_NODE":
+            event = GpuEvent(node["name"], "kernel", 0, clock, float(node["dur_us"]),
+                             "gemm" if attr.get("num_ops") else "elementwise",
+                             flops=float(attr.get("num_ops", 0) or 0))
+        else:
+            continue
+        events.append(event)
+        clock += event.dur_us
+    if not events:
+        raise TraceError(str(path), "", "the Chakra trace holds no compute or communication node")
+    return TraceRank(str(path), rank, "", events, None, 0, bytes_read=path.stat().st_size)
+
+
+def _write(handle: Any, message: Any) -> None:
+    payload = message.SerializeToString()
+    handle.write(_VarintBytes(len(payload)))
+    handle.write(payload)
+
+
+def write_chakra(path: Path, rank: TraceRank) -> None:
+    """Write one rank's events as a Chakra trace (nodes chained in order)."""
+    reverse = {v: k for k, v in _GHSIM_COLLECTIVE.items()}
+    with path.open("wb") as handle:
+        metadata = GlobalMetadata(version="0.0.4")
+        metadata.attr.add(name="schema", string_val="ghsim")
+        _write(handle, metadata)
+        for index, event in enumerate(rank.events):
+            node = Node(id=index, name=event.name, duration_micros=round(event.dur_us),
+                        start_time_micros=round(event.start_us))
+            if index:
+                node.ctrl_deps.append(index - 1)
+            if event.klass == "collective":
+                if event.collective == "send_recv":
+                    node.type = NODE_TYPES.index("COMM_SEND_NODE")
+                else:
+                    node.type = NODE_TYPES.index("COMM_COLL_NODE")
+                    kind = COLLECTIVES.index(reverse.get(event.collective or "", "ALL_REDUCE"))
+                    node.attr.add(name="comm_type", int64_val=kind)
+                node.attr.add(name="comm_size", int64_val=int(event.bytes))
+            else:
+                node.type = NODE_TYPES.index("COMP_NODE")
+                if event.flops:
+                    node.attr.add(name="num_ops", int64_val=int(event.flops))
+            node.attr.add(name="is_cpu_op", bool_val=False)
+            _write(handle, node)
