@@ -97,7 +97,7 @@ def test_megatron_import_links_every_kernel(megatron: Path,
     (b"\x1f\x8b\x08\x00garbage", "corrupted gzip data"),
     (b"[1, 2, 3]", "expected a PyTorch profiler trace"),
     (b'{"schemaVersion": 1, "traceEvents": []}', "expected a PyTorch profiler trace"),
-    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2}]}',
+    (b'{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1}]}',
      "holds no GPU kernels"),
 ])
 def test_broken_traces_exit_2_with_one_line(tmp_path: Path, content: bytes, expect: str,
@@ -117,11 +117,13 @@ def test_truncated_gzip_member(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
-def test_unsupported_formats_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_forced_wrong_format_exits_2(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
     nsys = sorted((TRACES / "extra-p_extrap").glob("*.sqlite"))[0]
     assert main(["import", str(nsys), "--format", "pytorch-et", "-o",
                  str(tmp_path / "w.yaml")]) == 2
-    assert "not supported yet" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and nsys.name in err[0], err
 
 
 CHAKRA = sorted((TRACES / "astra-sim_astra-sim").glob("*.et")) + sorted(
@@ -165,3 +167,36 @@ def test_broken_chakra_exits_2(tmp_path: Path, content: bytes, expect: str,
     assert main(["import", str(path), "-o", str(tmp_path / "w.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expect in err[0], err
+
+
+ALL_TRACES = sorted(p for p in TRACES.glob("*/*")
+                    if not p.name.startswith(("LICENSE", "MANIFEST", "README")))
+
+
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[-45:])
+def test_every_shared_trace_imports(path: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", str(path), "-o", str(tmp_path / "w.yaml"), "--json"]) == 0, \
+        capsys.readouterr().err
+    info = json.loads(capsys.readouterr().out)
+    assert sum(info["events_by_class"].values()) > 0
+
+
+def test_broken_nsys_export_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "profile.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    assert main(["import", str(path), "-o", str(tmp_path / "w.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not an Nsight Systems SQLite export" in err[0], err
+
+
+def test_execution_trace_replays_recost(tmp_path: Path) -> None:
+    et = TRACES / "facebookresearch_param" / "et_replay__tests__inputs__linear_et.json.gz"
+    assert main(["import", str(et), "-o", str(tmp_path / "et.workload.yaml"), "--json"]) == 0
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO.format(workload="et.workload.yaml", replay="recost").replace(
+        "num_gpus: 8", "num_gpus: 1").replace("tp: 8", "tp: 1").replace(
+        "system: dgx-a100", "system: gh200-single"))
+    result = simulate(load_scenario(scenario))
+    assert result.step_time_s > 0
+    assert result.compute_breakdown_s["gemm"] > 0

@@ -183,10 +183,14 @@ def _replay_warnings(workload: Workload, timeline: Timeline) -> list[str]:
         return []
     measured = workload.attrs["measured_s"]
     replayed = [max(s.end for s in c.spans) for c in timeline.classes]
-    worst = max(abs(r / m - 1) for r, m in zip(replayed, measured, strict=True))
-    notes = [f"replay {workload.attrs['replay']}: {len(measured)} ranks, measured iteration "
-             f"{max(measured) * 1e3:.1f} ms, replayed {max(replayed) * 1e3:.1f} ms (worst rank "
-             f"{worst:.1%} apart)"]
+    if not all(measured):
+        notes = [f"replay {workload.attrs['replay']}: {len(measured)} ranks; the trace records "
+                 f"no durations, replayed {max(replayed) * 1e3:.1f} ms"]
+    else:
+        worst = max(abs(r / m - 1) for r, m in zip(replayed, measured, strict=True))
+        notes = [f"replay {workload.attrs['replay']}: {len(measured)} ranks, measured "
+                 f"iteration {max(measured) * 1e3:.1f} ms, replayed {max(replayed) * 1e3:.1f} "
+                 f"ms (worst rank {worst:.1%} apart)"]
     if workload.attrs["replay"] == "recost":
         notes.append(f"{workload.attrs['fallback_share']:.0%} of the measured kernel time could "
                      "not be re-costed and was scaled from the source GPU's peaks")

@@ -13,6 +13,7 @@ workload (lowered or imported) in the same form, one file per rank class, for AS
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,35 @@ def write_chakra(path: Path, rank: TraceRank) -> None:
                     node.attr.add(name="num_ops", int64_val=int(event.flops))
             node.attr.add(name="is_cpu_op", bool_val=False)
             _write(handle, node)
+
+
+def feeder_rank(path: Path, rank: int = 0) -> TraceRank:
+    """Chakra's JSON feeder form (``workload_graph``: ``Id``, ``Name``, ``NodeType``,
+    ``runtime``, ...) as a replayable rank."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TraceError(str(path), "", f"not a Chakra JSON trace ({error})") from None
+    graph = document.get("workload_graph") if isinstance(document, dict) else None
+    if not isinstance(graph, list) or not graph:
+        raise TraceError(str(path), "workload_graph", "expected a non-empty list of nodes")
+    events, clock = [], 0.0
+    for node in sorted((n for n in graph if isinstance(n, dict)), key=lambda n: n.get("Id", 0)):
+        kind = NODE_TYPES[int(node.get("NodeType", 0))] if int(node.get("NodeType", 0)) < len(
+            NODE_TYPES) else "INVALID_NODE"
+        runtime = float(node.get("runtime", 0) or 0)
+        if kind == "COMM_COLL_NODE":
+            collective = COLLECTIVES[int(node.get("comm_type", 0))]
+            event = GpuEvent(str(node.get("Name", "")), "kernel", 0, clock, runtime,
+                             "collective", bytes=float(node.get("comm_size", 0) or 0),
+                             collective=_GHSIM_COLLECTIVE.get(collective, "all_reduce"))
+        elif kind == "COMP_NODE":
+            event = GpuEvent(str(node.get("Name", "")), "kernel", 0, clock, runtime,
+                             "elementwise")
+        else:
+            continue
+        events.append(event)
+        clock += runtime
+    if not events:
+        raise TraceError(str(path), "workload_graph", "holds no compute or communication node")
+    return TraceRank(str(path), rank, "", events, None, 0, bytes_read=path.stat().st_size)

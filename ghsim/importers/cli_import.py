@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ghsim.errors import InputError
-from ghsim.importers.chakra import chakra_rank
+from ghsim.importers.chakra import chakra_rank, feeder_rank
 from ghsim.importers.kineto import TraceRank, read_kineto
+from ghsim.importers.nsys import read_nsys
+from ghsim.importers.pytorch_et import is_execution_trace, read_pytorch_et
 from ghsim.importers.workload_file import write_workload
 
 FORMATS = ("auto", "kineto", "pytorch-et", "chakra", "nsys")
@@ -33,13 +35,23 @@ def trace_files(arguments: list[str]) -> list[Path]:
 
 
 def detect(path: Path) -> str:
-    """``kineto`` for JSON traces; the formats ghsim cannot read yet are named."""
+    """The format of a trace file, from its name and, for JSON, its top-level keys."""
     name = path.name
     if name.endswith(".et") or name.endswith(".et.gz"):
         return "chakra"
     if name.endswith((".sqlite", ".db")):
         return "nsys"
-    return "kineto"
+    if name.endswith(".json") and _has_key(path, "workload_graph"):
+        return "chakra-json"
+    return "pytorch-et" if is_execution_trace(path) else "kineto"
+
+
+def _has_key(path: Path, key: str) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return key.encode() in handle.read(4096)
+    except OSError:
+        return False
 
 
 def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list[TraceRank]:
@@ -50,9 +62,19 @@ def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list
         if kind == "chakra":
             ranks.append(chakra_rank(path, rank=index))
             continue
+        if kind == "chakra-json":
+            ranks.append(feeder_rank(path, rank=index))
+            continue
+        if kind == "nsys":
+            ranks.append(read_nsys(path, rank=index))
+            continue
+        if kind == "pytorch-et":
+            ranks.append(read_pytorch_et(path, rank=index))
+            continue
         if kind != "kineto":
             raise InputError(str(path), "", f"format {kind!r} is not supported yet; ghsim "
-                             "imports PyTorch profiler (Kineto) JSON and Chakra .et traces")
+                             "imports PyTorch profiler (Kineto) JSON, Chakra .et and Nsight "
+                             "Systems SQLite traces")
         ranks.append(read_kineto(path, rank=index))
     seen = Counter(r.rank for r in ranks)
     if any(count > 1 for count in seen.values()):

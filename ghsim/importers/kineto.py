@@ -219,6 +219,19 @@ def _metadata(path: Path) -> tuple[str, int | None]:
     return device, rank
 
 
+def _host_only(seen: _Collected) -> list[GpuEvent]:
+    """The outermost CPU operators of each thread, for a trace with no GPU activity."""
+    events = []
+    for thread, ops in seen.ops.items():
+        end = float("-inf")
+        for start, stop, name, _ in sorted(ops, key=lambda op: op[0]):
+            if start >= end:
+                events.append(GpuEvent(name, "cpu", -1, start, stop - start, "cpu"))
+                end = stop
+        del thread
+    return sorted(events, key=lambda e: e.start_us)
+
+
 def read_kineto(path: Path, rank: int | None = None, step: str | None = None) -> TraceRank:
     """Read one rank's trace; keep the GPU work of one iteration (the last complete
     ``ProfilerStep``, or ``step``), or of the whole trace when it marks none."""
@@ -243,6 +256,8 @@ def read_kineto(path: Path, rank: int | None = None, step: str | None = None) ->
         if inside:
             iteration, events = candidate, inside
             break
+    if not events:
+        events = _host_only(seen)  # a CPU-only rank (e.g. a gloo process): its top-level ops
     if not events:
         raise TraceError(str(path), "", "the trace holds no GPU kernels, copies or sets")
     return TraceRank(str(path), traced_rank if traced_rank is not None else (rank or 0), device,
