@@ -200,3 +200,17 @@ def test_execution_trace_replays_recost(tmp_path: Path) -> None:
     result = simulate(load_scenario(scenario))
     assert result.step_time_s > 0
     assert result.compute_breakdown_s["gemm"] > 0
+
+
+def test_stream_waits_become_dependencies() -> None:
+    from ghsim.importers.kineto import read_kineto
+
+    alexnet = HTA / ("tests__data__critical_path__alexnet__"
+                     "benchmark_result_2869224_1695835535_trace.json.gz")
+    rank = read_kineto(alexnet)
+    linked = [(i, a) for i, e in enumerate(rank.events) for a in e.after]
+    assert linked, "cudaStreamWaitEvent pairs should link ops across streams"
+    for consumer, producer in linked:
+        assert rank.events[consumer].stream != rank.events[producer].stream
+        assert rank.events[producer].start_us + rank.events[producer].dur_us <= \
+            rank.events[consumer].start_us + 1.0  # the recorded timeline honours each wait

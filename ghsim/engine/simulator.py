@@ -85,6 +85,7 @@ class Simulator:
         self.gpus_per_domain = gpus_per_domain
         self.env = simpy.Environment()
         self.mailbox: dict[tuple[Any, ...], simpy.Event] = {}
+        self.arrivals: dict[tuple[Any, ...], int] = {}
         self.arrival_s: dict[tuple[Any, ...], float] = {}
         self._bodies: dict[int, dict[str, float]] = {}
         self.timelines = [ClassTimeline(c) for c in workload.classes]
@@ -107,6 +108,15 @@ class Simulator:
                     parts[category] = parts.get(category, 0.0) + self.gpu.kernel_s(step)
             self._bodies[key] = parts
         return self._bodies[key]
+
+    def _rendezvous(self, key: tuple[Any, ...]) -> simpy.Event:
+        """The event of the ``key[1]``-th collective, triggered once ``key[2]`` ranks arrive."""
+        arrived = self.arrivals.get(key[:2], 0) + 1
+        self.arrivals[key[:2]] = arrived
+        event = self._mail(("rendezvous", *key[:2]))
+        if arrived == key[2]:
+            event.succeed()
+        return event
 
     def _mail(self, key: tuple[Any, ...]) -> simpy.Event:
         if key not in self.mailbox:
@@ -176,6 +186,8 @@ class Simulator:
                 yield pending[0]
             elif pending:
                 yield self.env.all_of(pending)
+            if "rendezvous" in op.attrs:  # a collective starts when every rank has reached it
+                yield self._rendezvous(op.attrs["rendezvous"])
             launched = op.attrs.get("not_before_s", 0.0)
             if launched > self.env.now:
                 timeline.launch_wait_s[op.id] = launched - self.env.now

@@ -58,6 +58,8 @@ class GpuEvent:
     shape: tuple[int, int, int] | None = None
     bytes: float = 0.0
     collective: str | None = None
+    after: list[int] = field(default_factory=list)
+    """Indices of events on other streams this one waits for (cudaStreamWaitEvent)."""
 
 
 @dataclass
@@ -109,6 +111,8 @@ class _Collected:
     ops: dict[tuple[Any, Any], list[tuple[float, float, str, dict[str, Any]]]] = field(
         default_factory=dict)
     steps: list[tuple[str, float, float]] = field(default_factory=list)
+    waits: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """Stream waits: waiting stream, recording stream, record and wait correlation ids."""
     events: int = 0
 
 
@@ -135,6 +139,11 @@ def _collect(path: Path) -> _Collected:
             seen.ops.setdefault((event.get("pid"), event.get("tid")), []).append(
                 (start, start + dur, sys.intern(name),
                  {k: args[k] for k in _KEEP_ARGS if k in args} if keep else _NO_ARGS))
+        elif category == "cuda_sync" and args.get("cuda_sync_kind") == "Stream Wait Event":
+            record = args.get("wait_on_cuda_event_record_corr_id")
+            if record is not None and "stream" in args and "wait_on_stream" in args:
+                seen.waits.append((int(args["stream"]), int(args["wait_on_stream"]),
+                                   int(record), int(args.get("correlation", -1))))
         elif category == "user_annotation" and name.startswith("ProfilerStep#"):
             seen.steps.append((name, start, start + dur))
     if seen.events == 0:
@@ -219,6 +228,25 @@ def _metadata(path: Path) -> tuple[str, int | None]:
     return device, rank
 
 
+def _cross_stream(events: list[GpuEvent], seen: _Collected, orphans: Counter[str]) -> None:
+    """Link each stream wait: the first op the waiting stream launched after the wait waits
+    for the last op the recording stream launched before the event was recorded."""
+    by_stream: dict[int, list[tuple[float, int]]] = {}
+    for index, event in enumerate(events):
+        if event.launch_us is not None:
+            by_stream.setdefault(event.stream, []).append((event.launch_us, index))
+    for waiting, recording, record, wait in seen.waits:
+        record_at = seen.runtime.get(record)
+        wait_at = seen.runtime.get(wait)
+        if record_at is None or wait_at is None:
+            orphans["stream wait without its event record or wait call"] += 1
+            continue
+        producers = [i for launched, i in by_stream.get(recording, []) if launched <= record_at[0]]
+        consumers = [i for launched, i in by_stream.get(waiting, []) if launched >= wait_at[0]]
+        if producers and consumers:
+            events[consumers[0]].after.append(producers[-1])
+
+
 def _host_only(seen: _Collected) -> list[GpuEvent]:
     """The outermost CPU operators of each thread, for a trace with no GPU activity."""
     events = []
@@ -256,6 +284,7 @@ def read_kineto(path: Path, rank: int | None = None, step: str | None = None) ->
         if inside:
             iteration, events = candidate, inside
             break
+    _cross_stream(events, seen, orphans)
     if not events:
         events = _host_only(seen)  # a CPU-only rank (e.g. a gloo process): its top-level ops
     if not events:

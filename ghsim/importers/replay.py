@@ -111,10 +111,16 @@ def replay_workload(scenario: Scenario, document: dict[str, Any], mode: str) -> 
                                "source": source, "fallback": 0.0}
         ops: list[Op] = []
         tails: dict[str, int] = {}
+        collectives = 0
         for event in events:
             stream = "compute" if event.stream == main else f"stream{event.stream}"
-            deps = (tails[stream],) if stream in tails else ()
-            ops.append(_op(len(ops), event, stream, deps, rank["start_us"], mode, ctx))
+            deps = ((tails[stream],) if stream in tails else ()) + tuple(
+                a for a in event.after if a < len(ops))
+            ops.append(_op(len(ops), event, stream, tuple(sorted(set(deps))), rank["start_us"],
+                           mode, ctx))
+            if mode == "recost" and event.klass == "collective":
+                ops[-1].attrs["rendezvous"] = ("collective", collectives, size)
+                collectives += 1
             tails[stream] = ops[-1].id
         fallback += ctx["fallback"]
         total += sum(e.dur_us * 1e-6 for e in events)

@@ -16,7 +16,7 @@ from ghsim.errors import ConfigError
 from ghsim.importers.kineto import GpuEvent, TraceRank
 
 COLUMNS = ("name", "kind", "klass", "stream", "start_us", "dur_us", "launch_us", "flops", "m",
-           "n", "k", "bytes", "collective")
+           "n", "k", "bytes", "collective", "after")
 
 
 def rank_to_data(rank: TraceRank) -> dict[str, Any]:
@@ -37,6 +37,7 @@ def rank_to_data(rank: TraceRank) -> dict[str, Any]:
         columns["k"].append(k)
         columns["bytes"].append(event.bytes)
         columns["collective"].append(event.collective)
+        columns["after"].append(list(event.after))
     start, end = (rank.iteration[1], rank.iteration[2]) if rank.iteration else (
         min(e.start_us for e in rank.events), max(e.start_us + e.dur_us for e in rank.events))
     return {"rank": rank.rank, "source": rank.source, "device": rank.device,
@@ -84,5 +85,6 @@ def events_of(rank: dict[str, Any]) -> list[GpuEvent]:
             names[columns["name"][i]], columns["kind"][i], columns["stream"][i],
             columns["start_us"][i], columns["dur_us"][i], columns["klass"][i],
             columns["launch_us"][i], None, float(columns["flops"][i]),
-            shape if any(shape) else None, float(columns["bytes"][i]), columns["collective"][i]))
+            shape if any(shape) else None, float(columns["bytes"][i]), columns["collective"][i],
+            list(columns["after"][i] or [])))
     return events
