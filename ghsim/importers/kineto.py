@@ -14,6 +14,7 @@ import bisect
 import gzip
 import sys
 import zlib
+from array import array
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -104,12 +105,75 @@ def _items(path: Path, prefix: str) -> Iterator[Any]:
             raise TraceError(str(path), "", f"malformed JSON ({error})") from None
 
 
+class _ThreadOps:
+    """The CPU operators of one thread, in flat arrays (a trace holds hundreds of thousands)."""
+
+    def __init__(self) -> None:
+        self.starts = array("d")
+        self.ends = array("d")
+        self.names: list[str] = []
+        self.args: dict[int, dict[str, Any]] = {}
+
+    def add(self, start: float, end: float, name: str, args: dict[str, Any]) -> None:
+        if args:
+            self.args[len(self.names)] = args
+        self.starts.append(start)
+        self.ends.append(end)
+        self.names.append(name)
+
+    def sort(self) -> None:
+        order = sorted(range(len(self.names)), key=self.starts.__getitem__)
+        self.starts = array("d", (self.starts[i] for i in order))
+        self.ends = array("d", (self.ends[i] for i in order))
+        self.names = [self.names[i] for i in order]
+        where = {old: new for new, old in enumerate(order) if old in self.args}
+        self.args = {where[old]: value for old, value in self.args.items()}
+
+    def enclosing(self, moment: float) -> list[tuple[str, dict[str, Any]]]:
+        """Operators containing ``moment``, innermost first: (name, kept args)."""
+        index = bisect.bisect_right(self.starts, moment)
+        return [(self.names[i], self.args.get(i, _NO_ARGS))
+                for i in range(index - 1, max(-1, index - 65), -1)
+                if self.starts[i] <= moment <= self.ends[i]]
+
+
+class _Launches:
+    """Runtime calls by correlation id, in flat arrays: id, time and thread of each."""
+
+    def __init__(self) -> None:
+        self.ids = array("q")
+        self.times = array("d")
+        self.threads = array("l")
+        self.thread_keys: dict[tuple[Any, Any], int] = {}
+        self.keys: list[tuple[Any, Any]] = []
+
+    def add(self, correlation: int, time: float, thread: tuple[Any, Any]) -> None:
+        if thread not in self.thread_keys:
+            self.thread_keys[thread] = len(self.keys)
+            self.keys.append(thread)
+        self.ids.append(correlation)
+        self.times.append(time)
+        self.threads.append(self.thread_keys[thread])
+
+    def sort(self) -> None:
+        order = sorted(range(len(self.ids)), key=self.ids.__getitem__)
+        self.ids = array("q", (self.ids[i] for i in order))
+        self.times = array("d", (self.times[i] for i in order))
+        self.threads = array("l", (self.threads[i] for i in order))
+
+    def get(self, correlation: int) -> tuple[float, Any, Any] | None:
+        index = bisect.bisect_left(self.ids, correlation)
+        if index == len(self.ids) or self.ids[index] != correlation:
+            return None
+        pid, tid = self.keys[self.threads[index]]
+        return self.times[index], pid, tid
+
+
 @dataclass
 class _Collected:
     gpu: list[dict[str, Any]] = field(default_factory=list)
-    runtime: dict[int, tuple[float, Any, Any]] = field(default_factory=dict)
-    ops: dict[tuple[Any, Any], list[tuple[float, float, str, dict[str, Any]]]] = field(
-        default_factory=dict)
+    runtime: _Launches = field(default_factory=_Launches)
+    ops: dict[tuple[Any, Any], _ThreadOps] = field(default_factory=dict)
     steps: list[tuple[str, float, float]] = field(default_factory=list)
     waits: list[tuple[int, int, int, int]] = field(default_factory=list)
     """Stream waits: waiting stream, recording stream, record and wait correlation ids."""
@@ -127,18 +191,21 @@ def _collect(path: Path) -> _Collected:
         start, dur = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
         name = str(event.get("name", ""))
         if category in ("kernel", "gpu_memcpy", "gpu_memset"):
-            seen.gpu.append({"name": name, "cat": category, "tid": event.get("tid"),
+            seen.gpu.append({"name": sys.intern(name), "cat": category, "tid": event.get("tid"),
                              "ts": start, "dur": dur,
                              "args": {k: args[k] for k in _KERNEL_ARGS if k in args}})
         elif category in ("cuda_runtime", "cuda_driver"):
             correlation = args.get("correlation")
             if correlation is not None:
-                seen.runtime[int(correlation)] = (start, event.get("pid"), event.get("tid"))
+                seen.runtime.add(int(correlation), start, (event.get("pid"), event.get("tid")))
         elif category == "cpu_op":
             keep = name in _SHAPED or "comms" in name or "nccl" in name
-            seen.ops.setdefault((event.get("pid"), event.get("tid")), []).append(
-                (start, start + dur, sys.intern(name),
-                 {k: args[k] for k in _KEEP_ARGS if k in args} if keep else _NO_ARGS))
+            thread = (event.get("pid"), event.get("tid"))
+            if thread not in seen.ops:
+                seen.ops[thread] = _ThreadOps()
+            seen.ops[thread].add(start, start + dur, sys.intern(name),
+                                 {k: args[k] for k in _KEEP_ARGS if k in args} if keep
+                                 else _NO_ARGS)
         elif category == "cuda_sync" and args.get("cuda_sync_kind") == "Stream Wait Event":
             record = args.get("wait_on_cuda_event_record_corr_id")
             if record is not None and "stream" in args and "wait_on_stream" in args:
@@ -152,20 +219,7 @@ def _collect(path: Path) -> _Collected:
     return seen
 
 
-def _enclosing(ops: list[tuple[float, float, str, dict[str, Any]]], starts: list[float],
-               moment: float) -> list[tuple[float, float, str, dict[str, Any]]]:
-    """CPU operators containing ``moment``, innermost first."""
-    index = bisect.bisect_right(starts, moment)
-    found = []
-    for candidate in reversed(ops[max(0, index - 64):index]):
-        if candidate[0] <= moment <= candidate[1]:
-            found.append(candidate)
-    return found
-
-
-def _link(event: dict[str, Any], seen: _Collected,
-          sorted_ops: dict[tuple[Any, Any], tuple[list[Any], list[float]]],
-          orphans: Counter[str]) -> GpuEvent:
+def _link(event: dict[str, Any], seen: _Collected, orphans: Counter[str]) -> GpuEvent:
     args = event["args"]
     kind = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}[event["cat"]]
     klass = kernel_class(event["name"]) if kind == "kernel" else kind
@@ -177,21 +231,21 @@ def _link(event: dict[str, Any], seen: _Collected,
         orphans["gpu event without its launching runtime call"] += 1
         return gpu
     gpu.launch_us = launch[0]
-    ops, starts = sorted_ops.get((launch[1], launch[2]), ([], []))
-    stack = _enclosing(ops, starts, launch[0])
+    thread = seen.ops.get((launch[1], launch[2]))
+    stack = thread.enclosing(launch[0]) if thread is not None else []
     if not stack:
         orphans["runtime call outside any CPU operator"] += 1
         return gpu
-    gpu.op_name = stack[0][2]
+    gpu.op_name = stack[0][0]
     if klass == "gemm":
-        for op in stack:
-            counted = gemm_flops(op[2], op[3].get("Input Dims") or [])
+        for op_name, op_args in stack:
+            counted = gemm_flops(op_name, op_args.get("Input Dims") or [])
             if counted is not None:
                 gpu.flops, gpu.shape = counted
                 break
     if klass == "collective":
         gpu.collective = collective_kind(event["name"])
-        sources = [args] + [op[3] for op in stack if "comms" in op[2] or "nccl" in op[2]]
+        sources = [args] + [a for n, a in stack if "comms" in n or "nccl" in n]
         for source in sources:
             size = message_bytes(source)
             if size is not None:
@@ -250,13 +304,12 @@ def _cross_stream(events: list[GpuEvent], seen: _Collected, orphans: Counter[str
 def _host_only(seen: _Collected) -> list[GpuEvent]:
     """The outermost CPU operators of each thread, for a trace with no GPU activity."""
     events = []
-    for thread, ops in seen.ops.items():
+    for ops in seen.ops.values():
         end = float("-inf")
-        for start, stop, name, _ in sorted(ops, key=lambda op: op[0]):
+        for start, stop, name in zip(ops.starts, ops.ends, ops.names, strict=True):
             if start >= end:
                 events.append(GpuEvent(name, "cpu", -1, start, stop - start, "cpu"))
                 end = stop
-        del thread
     return sorted(events, key=lambda e: e.start_us)
 
 
@@ -265,12 +318,11 @@ def read_kineto(path: Path, rank: int | None = None, step: str | None = None) ->
     ``ProfilerStep``, or ``step``), or of the whole trace when it marks none."""
     seen = _collect(path)
     device, traced_rank = _metadata(path)
-    sorted_ops = {}
-    for key, ops in seen.ops.items():
-        ops.sort(key=lambda op: op[0])
-        sorted_ops[key] = (ops, [op[0] for op in ops])
+    for ops in seen.ops.values():
+        ops.sort()
+    seen.runtime.sort()
     orphans: Counter[str] = Counter()
-    linked = [_link(raw, seen, sorted_ops, orphans) for raw in sorted(seen.gpu,
+    linked = [_link(raw, seen, orphans) for raw in sorted(seen.gpu,
                                                                        key=lambda e: e["ts"])]
     chosen = sorted((s for s in seen.steps if step is None or s[0] == step),
                     key=lambda s: -s[1])
