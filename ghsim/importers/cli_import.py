@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,15 @@ from ghsim.importers.nsys import read_nsys
 from ghsim.importers.pytorch_et import is_execution_trace, read_pytorch_et
 from ghsim.importers.workload_file import write_workload
 
-FORMATS = ("auto", "kineto", "pytorch-et", "chakra", "nsys")
+READERS: dict[str, Callable[[Path, int], TraceRank]] = {
+    "kineto": read_kineto,
+    "pytorch-et": read_pytorch_et,
+    "chakra": chakra_rank,
+    "chakra-json": feeder_rank,
+    "nsys": read_nsys,
+}
+"""One reader per format: a path and the rank it stands for in, a replayable rank out."""
+FORMATS = ("auto", *READERS)
 _SUFFIXES = (".json", ".json.gz")
 
 
@@ -59,23 +68,7 @@ def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list
     ranks = []
     for index, path in enumerate(files):
         kind = detect(path) if fmt == "auto" else fmt
-        if kind == "chakra":
-            ranks.append(chakra_rank(path, rank=index))
-            continue
-        if kind == "chakra-json":
-            ranks.append(feeder_rank(path, rank=index))
-            continue
-        if kind == "nsys":
-            ranks.append(read_nsys(path, rank=index))
-            continue
-        if kind == "pytorch-et":
-            ranks.append(read_pytorch_et(path, rank=index))
-            continue
-        if kind != "kineto":
-            raise InputError(str(path), "", f"format {kind!r} is not supported yet; ghsim "
-                             "imports PyTorch profiler (Kineto) JSON, Chakra .et and Nsight "
-                             "Systems SQLite traces")
-        ranks.append(read_kineto(path, rank=index))
+        ranks.append(READERS[kind](path, index))
     seen = Counter(r.rank for r in ranks)
     if any(count > 1 for count in seen.values()):
         ranks = [TraceRank(r.source, i, r.device, r.events, r.iteration, r.iterations,
