@@ -221,3 +221,16 @@ def test_random_layouts_conserve_flops_and_never_deadlock(layout: dict[str, obje
         profile = memory_profile(c)
         assert profile.peak >= profile.weights + profile.gradients + profile.optimizer
     run_to_completion(workload)
+
+
+def test_uneven_pipeline_split_as_for_llama3_405b() -> None:
+    from ghsim.config.layout import layers_per_virtual_stage
+
+    # Llama 3 405B: 126 layers on 16 stages, one fewer on the first and last (Llama 3 paper).
+    assert layers_per_virtual_stage(126, 16) == [7, *[8] * 14, 7]
+    sc = scenario(8, {**LLAMA, "layers": 10}, pp=4, global_batch=16)
+    workload = lower(sc)
+    lowered = sum(c.multiplicity * class_flops(c, recompute=False) for c in workload.classes)
+    per_token = model_flops_per_token(sc.spec.model, 2048)
+    assert lowered == pytest.approx(per_token * sc.layout.tokens_per_step, rel=0.005)
+    run_to_completion(workload)

@@ -23,6 +23,20 @@ class LayoutProblem(Exception):
         super().__init__(message)
 
 
+def layers_per_virtual_stage(layers: int, stages: int) -> list[int]:
+    """Layers of each virtual pipeline stage: even when they divide, otherwise one layer fewer
+    on the first and last stages first (they also hold the embedding and the loss), as Meta did
+    for Llama 3 405B (126 layers on 16 stages: 7, 8 x 14, 7)."""
+    base = -(-layers // stages)
+    counts = [base] * stages
+    deficit = base * stages - layers
+    ends = [i for pair in zip(range(stages), range(stages - 1, -1, -1), strict=True)
+            for i in pair]
+    for index in ends[:deficit]:
+        counts[index] -= 1
+    return counts
+
+
 @dataclass(frozen=True)
 class Layout:
     """Derived sizes of one scenario's parallel layout."""
@@ -100,17 +114,17 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
         raise LayoutProblem(
             ("parallelism", "tp"), f"expected a divisor of ffn_hidden {model.ffn_hidden}, got {tp}"
         )
-    if model.layers % pp:
+    if pp > model.layers:
         raise LayoutProblem(
             ("parallelism", "pp"),
-            f"expected a divisor of the model's {model.layers} layers, got {pp}",
+            f"expected at most the model's {model.layers} layers, got {pp}",
         )
     if vp > 1 and pp == 1:
         raise LayoutProblem(("parallelism", "vp"), "expected vp only with pp > 1")
-    if (model.layers // pp) % vp:
+    if pp * vp > model.layers:
         raise LayoutProblem(
             ("parallelism", "vp"),
-            f"expected a divisor of the {model.layers // pp} layers per pipeline stage, got {vp}",
+            f"expected pp x vp ({pp} x {vp}) to be at most the model's {model.layers} layers",
         )
     cp = par.cp
     if cp > 1 and spec.training.seq_len % (2 * cp):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ghsim.config import Scenario
+from ghsim.config.layout import layers_per_virtual_stage
 from ghsim.workload import kernels as K
 from ghsim.workload.activations import head_activation_bytes, layer_activation_bytes
 from ghsim.workload.ir import Kernel, MemoryEvent, Op, RankClass, Step, Workload, check_dag
@@ -77,12 +78,13 @@ class _Builder:
 def _chunks(scenario: Scenario, stage: int) -> list[_Chunk]:
     spec, layout = scenario.spec, scenario.layout
     count = parameter_count(spec.model)
-    per_chunk = spec.model.layers // (layout.pp * layout.vp)
     total_virtual = layout.pp * layout.vp
+    per_stage = layers_per_virtual_stage(spec.model.layers, total_virtual)
     chunks = []
     for c in range(layout.vp):
         v = c * layout.pp + stage
         first, last = v == 0, v == total_virtual - 1
+        per_chunk = per_stage[v]
         params = per_chunk * count.per_layer
         params += count.embedding if first else 0
         if last:
