@@ -194,17 +194,17 @@ LAYOUTS = st.fixed_dictionaries({
     "sequence_parallel": st.booleans(),
     "zero_stage": st.sampled_from([0, 1, 2, 3]),
     "recompute": st.sampled_from(["none", "selective", "full"]),
-    "micro_batch": st.sampled_from([1, 2]),
+    "micro_batch": st.sampled_from([1, 2, 3]),
     "overlap_grad_reduce": st.booleans(),
     "overlap_param_gather": st.booleans(),
 })
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(LAYOUTS, st.sampled_from([8, 16, 32]))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(LAYOUTS, st.sampled_from([8, 16, 32]), st.sampled_from([24, 32, 48]))
 def test_random_layouts_conserve_flops_and_never_deadlock(layout: dict[str, object],
-                                                          num_gpus: int) -> None:
-    global_batch = 32
+                                                          num_gpus: int,
+                                                          global_batch: int) -> None:
     try:
         sc = scenario(num_gpus, LLAMA, global_batch=global_batch, **layout)
     except InputError:  # an impossible layout is rejected, with its reason, before lowering

@@ -164,13 +164,6 @@ def derive_layout(spec: ScenarioSpec) -> Layout:
             related=(("training", "micro_batch"), ("parallelism", "dp"), ("num_gpus",)),
         )
     micro_batches = training.global_batch // per_step
-    if vp > 1 and micro_batches % par.pp:
-        raise LayoutProblem(
-            ("parallelism", "vp"),
-            f"the interleaved schedule needs the {micro_batches} micro-batches per step to be a "
-            f"multiple of pp ({par.pp})",
-            related=(("training", "global_batch"), ("parallelism", "pp")),
-        )
     domain = min(spec.system.gpus_per_domain, spec.num_gpus)
     return Layout(
         tp=par.tp, pp=par.pp, cp=par.cp, dp=dp, vp=vp,
