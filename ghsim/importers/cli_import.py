@@ -23,7 +23,7 @@ READERS: dict[str, Callable[[Path, int], TraceRank]] = {
 }
 """One reader per format: a path and the rank it stands for in, a replayable rank out."""
 FORMATS = ("auto", *READERS)
-_SUFFIXES = (".json", ".json.gz")
+_SUFFIXES = (".json", ".json.gz", ".et", ".et.gz", ".sqlite", ".db")
 
 
 def trace_files(arguments: list[str]) -> list[Path]:
@@ -34,7 +34,8 @@ def trace_files(arguments: list[str]) -> list[Path]:
         if path.is_dir():
             inside = sorted(p for p in path.iterdir() if p.name.endswith(_SUFFIXES))
             if not inside:
-                raise InputError(argument, "", "the folder holds no .json or .json.gz traces")
+                raise InputError(argument, "", "the folder holds no trace files (.json, "
+                                 ".json.gz, .et, .sqlite)")
             files += inside
         elif path.exists():
             files.append(path)
