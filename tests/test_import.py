@@ -214,3 +214,19 @@ def test_stream_waits_become_dependencies() -> None:
         assert rank.events[consumer].stream != rank.events[producer].stream
         assert rank.events[producer].start_us + rank.events[producer].dur_us <= \
             rank.events[consumer].start_us + 1.0  # the recorded timeline honours each wait
+
+
+def test_execution_trace_fills_shapes_a_profile_lacks(tmp_path: Path) -> None:
+    from ghsim.importers.cli_import import import_traces
+
+    original = import_traces([str(MEGATRON[0])], tmp_path / "a.yaml")[0]
+    trace = json.loads(gzip.decompress(MEGATRON[0].read_bytes()))
+    for event in trace["traceEvents"]:
+        (event.get("args") or {}).pop("Input Dims", None)  # a profile without record_shapes
+    stripped = tmp_path / "kineto_0.json"
+    stripped.write_text(json.dumps(trace))
+    bare = import_traces([str(stripped)], tmp_path / "b.yaml")[0]
+    assert not any(e.flops for e in bare.events)
+    et = next((TRACES / "astra-sim_astra-sim").glob("*megatron_et_0.json.gz"))
+    (joined,) = import_traces([str(et), str(stripped)], tmp_path / "c.yaml")
+    assert [e.flops for e in joined.events] == [e.flops for e in original.events]

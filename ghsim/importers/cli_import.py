@@ -9,6 +9,7 @@ from typing import Any
 
 from ghsim.errors import InputError
 from ghsim.importers.chakra import chakra_rank, feeder_rank
+from ghsim.importers.join import join_execution_trace
 from ghsim.importers.kineto import TraceRank, read_kineto
 from ghsim.importers.nsys import read_nsys
 from ghsim.importers.pytorch_et import is_execution_trace, read_pytorch_et
@@ -65,11 +66,22 @@ def _has_key(path: Path, key: str) -> bool:
 
 
 def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list[TraceRank]:
+    """Read every trace (one rank each) and write the workload file. Given both profiler traces
+    and execution traces (automatic detection), the i-th execution trace is joined with the
+    i-th profiler trace: it fills in the shapes the profile lacks."""
     files = trace_files(arguments)
-    ranks = []
-    for index, path in enumerate(files):
-        kind = detect(path) if fmt == "auto" else fmt
-        ranks.append(READERS[kind](path, index))
+    kinds = [detect(path) if fmt == "auto" else fmt for path in files]
+    profiles = [p for p, k in zip(files, kinds, strict=True) if k == "kineto"]
+    executions = [p for p, k in zip(files, kinds, strict=True) if k == "pytorch-et"]
+    joined = fmt == "auto" and profiles and len(profiles) == len(executions)
+    ranks: list[TraceRank] = []
+    for index, (path, kind) in enumerate(zip(files, kinds, strict=True)):
+        if joined and kind == "pytorch-et":
+            continue
+        ranks.append(READERS[kind](path, len(ranks) if joined else index))
+    if joined:
+        for rank, execution in zip(ranks, executions, strict=True):
+            join_execution_trace(rank, execution)
     seen = Counter(r.rank for r in ranks)
     if any(count > 1 for count in seen.values()):
         ranks = [TraceRank(r.source, i, r.device, r.events, r.iteration, r.iterations,

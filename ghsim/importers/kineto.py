@@ -60,6 +60,8 @@ class GpuEvent:
     bytes: float = 0.0
     collective: str | None = None
     after: list[int] = field(default_factory=list)
+    op_start: float | None = None
+    """Start of the launching operator (tells its launches apart from another call's)."""
     """Indices of events on other streams this one waits for (cudaStreamWaitEvent)."""
 
 
@@ -129,10 +131,10 @@ class _ThreadOps:
         where = {old: new for new, old in enumerate(order) if old in self.args}
         self.args = {where[old]: value for old, value in self.args.items()}
 
-    def enclosing(self, moment: float) -> list[tuple[str, dict[str, Any]]]:
-        """Operators containing ``moment``, innermost first: (name, kept args)."""
+    def enclosing(self, moment: float) -> list[tuple[str, dict[str, Any], float]]:
+        """Operators containing ``moment``, innermost first: (name, kept args, start)."""
         index = bisect.bisect_right(self.starts, moment)
-        return [(self.names[i], self.args.get(i, _NO_ARGS))
+        return [(self.names[i], self.args.get(i, _NO_ARGS), self.starts[i])
                 for i in range(index - 1, max(-1, index - 65), -1)
                 if self.starts[i] <= moment <= self.ends[i]]
 
@@ -236,16 +238,16 @@ def _link(event: dict[str, Any], seen: _Collected, orphans: Counter[str]) -> Gpu
     if not stack:
         orphans["runtime call outside any CPU operator"] += 1
         return gpu
-    gpu.op_name = stack[0][0]
+    gpu.op_name, gpu.op_start = stack[0][0], stack[0][2]
     if klass == "gemm":
-        for op_name, op_args in stack:
+        for op_name, op_args, _ in stack:
             counted = gemm_flops(op_name, op_args.get("Input Dims") or [])
             if counted is not None:
                 gpu.flops, gpu.shape = counted
                 break
     if klass == "collective":
         gpu.collective = collective_kind(event["name"])
-        sources = [args] + [a for n, a in stack if "comms" in n or "nccl" in n]
+        sources = [args] + [a for n, a, _ in stack if "comms" in n or "nccl" in n]
         for source in sources:
             size = message_bytes(source)
             if size is not None:
