@@ -70,7 +70,7 @@ def _positive_int(text: str) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Show a system, model, scenario, hardware part or validation file as resolved."""
     path = locate_any(args.file)
-    spec = load_file(args.file, args.overrides)
+    spec = load_file(path or args.file, args.overrides)
     if isinstance(spec, ScenarioSpec):
         scenario = scenario_from_spec(spec, display(path) if path else args.file, args.overrides)
         view = scenario_view(scenario)

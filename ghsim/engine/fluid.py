@@ -101,10 +101,6 @@ class SharedLinks:
         self._reschedule()
         return done
 
-    def busy(self) -> bool:
-        """Whether any transfer is in flight."""
-        return bool(self.flows)
-
     def busy_for_s(self, links: frozenset[str] | None = None) -> float:
         """How much longer transfers in flight keep a link busy (if no more start); only
         transfers on ``links`` count when given."""

@@ -141,6 +141,13 @@ def _memory(scenario: Scenario,
     return memory, warnings
 
 
+def _inputs(scenario: Scenario) -> dict[str, Any]:
+    """The resolved scenario, where it came from, its hash and the ghsim version."""
+    return {"scenario": scenario.spec.model_dump(mode="json"), "source": scenario.source,
+            "overrides": list(scenario.overrides), "digest": scenario.digest(),
+            "ghsim_version": __version__}
+
+
 def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[str, float],
                            compute: dict[str, float]) -> Result:
     """The Result of a one-operation microbenchmark: its time and achieved bandwidth."""
@@ -156,9 +163,7 @@ def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[s
                            f"{nbytes / step / 1e9:.1f} GB/s"},
         memory={"fits": True}, host=_host_usage(timeline, step, "microbenchmark"),
         links=_links(timeline, step), warnings=[],
-        inputs={"scenario": scenario.spec.model_dump(mode="json"), "source": scenario.source,
-                "overrides": list(scenario.overrides), "digest": scenario.digest(),
-                "ghsim_version": __version__},
+        inputs=_inputs(scenario),
         workload={"microbenchmark": bench.operation, "bytes": nbytes,
                   "bandwidth_gb_s": nbytes / step / 1e9},
         timeline=timeline,
@@ -228,9 +233,7 @@ def simulate(scenario: Scenario) -> Result:
         host=_host_usage(timeline, step, host.link),
         links=_links(timeline, step),
         warnings=warnings,
-        inputs={"scenario": spec.model_dump(mode="json"), "source": scenario.source,
-                "overrides": list(scenario.overrides), "digest": scenario.digest(),
-                "ghsim_version": __version__},
+        inputs=_inputs(scenario),
         workload={"rank_classes": len(workload.classes),
                   "ops": sum(len(c.ops) for c in workload.classes),
                   "model_flops_per_step": workload.model_flops_per_step,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 from itertools import pairwise
 from typing import Any
 
@@ -242,11 +241,6 @@ class SystemGraph:
     def bottleneck_bytes_per_s(self, src: Endpoint, dst: Endpoint) -> float:
         """Bandwidth of the slowest link between ``src`` and ``dst``."""
         return self.route(src, dst).bottleneck_bytes_per_s
-
-    @cached_property
-    def links(self) -> list[tuple[str, str, dict[str, Any]]]:
-        """Every directed link of the node template, with its data."""
-        return [(u, v, d) for u, v, d in self.template.edges(data=True)]
 
 
 def build_graph(system: SystemSpec, num_gpus: int) -> SystemGraph:

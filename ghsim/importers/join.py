@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from ghsim.importers.classify import gemm_flops
-from ghsim.importers.kineto import TraceRank, _items
-from ghsim.importers.pytorch_et import _node
+from ghsim.importers.kineto import TraceRank, json_items
+from ghsim.importers.pytorch_et import node_fields
 
 
 def _shapes_by_operator(path: Path) -> dict[str, list[list[Any]]]:
     shapes: dict[str, list[list[Any]]] = defaultdict(list)
-    nodes = sorted(_node(raw) for raw in _items(path, "nodes.item") if isinstance(raw, dict))
+    raws = json_items(path, "nodes.item")
+    nodes = sorted(node_fields(raw) for raw in raws if isinstance(raw, dict))
     for _, name, _, dims, _ in nodes:
         shapes[name].append(dims)
     return shapes

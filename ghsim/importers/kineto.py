@@ -92,7 +92,9 @@ def _open(path: Path) -> IO[bytes]:
     return handle
 
 
-def _items(path: Path, prefix: str) -> Iterator[Any]:
+def json_items(path: Path, prefix: str) -> Iterator[Any]:
+    """Stream the JSON values at ``prefix`` of a (possibly gzipped) file; bad data is a
+    :class:`TraceError`."""
     if path.is_file() and path.stat().st_size == 0:
         raise TraceError(str(path), "", "empty file: expected a PyTorch profiler trace")
     with _open(path) as handle:
@@ -184,7 +186,7 @@ class _Collected:
 
 def _collect(path: Path) -> _Collected:
     seen = _Collected()
-    for event in _items(path, "traceEvents.item"):
+    for event in json_items(path, "traceEvents.item"):
         seen.events += 1
         if not isinstance(event, dict) or event.get("ph") != "X":
             continue

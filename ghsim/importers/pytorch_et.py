@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from ghsim.importers.classify import collective_kind, gemm_flops
-from ghsim.importers.kineto import GpuEvent, TraceError, TraceRank, _items
+from ghsim.importers.kineto import GpuEvent, TraceError, TraceRank, json_items
 
 
-def _node(raw: dict[str, Any]) -> tuple[int, str, int | None, list[Any], list[Any]]:
+def node_fields(raw: dict[str, Any]) -> tuple[int, str, int | None, list[Any], list[Any]]:
     """id, name, parent, input shapes, input types of a node in either layout."""
     inputs = raw.get("inputs")
     if isinstance(inputs, dict):  # 1.0.2+ layout
@@ -45,13 +45,13 @@ def _bytes(shapes: list[Any], types: list[Any]) -> float:
 def read_pytorch_et(path: Path, rank: int = 0) -> TraceRank:
     """One rank's execution trace as a replayable rank of its leaf operators."""
     nodes = []
-    schema = next(iter(_items(path, "schema")), None)
+    schema = next(iter(json_items(path, "schema")), None)
     if schema is None:
         raise TraceError(str(path), "schema",
                          "expected a PyTorch execution trace: a JSON object with schema and nodes")
-    for raw in _items(path, "nodes.item"):
+    for raw in json_items(path, "nodes.item"):
         if isinstance(raw, dict):
-            nodes.append(_node(raw))
+            nodes.append(node_fields(raw))
     if not nodes:
         raise TraceError(str(path), "nodes", "the execution trace holds no nodes")
     parents = {parent for _, _, parent, _, _ in nodes if parent is not None}
@@ -80,6 +80,6 @@ def read_pytorch_et(path: Path, rank: int = 0) -> TraceRank:
 def is_execution_trace(path: Path) -> bool:
     """Whether a JSON file is an execution trace (it has a top-level ``schema`` and ``nodes``)."""
     try:
-        return next(iter(_items(path, "schema")), None) is not None
+        return next(iter(json_items(path, "schema")), None) is not None
     except TraceError:
         return False

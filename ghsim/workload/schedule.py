@@ -64,11 +64,3 @@ def pipeline_order(stage: int, pp: int, vp: int, microbatches: int) -> list[Pass
         backward(k)
     return order
 
-
-def in_flight_peak(order: list[Pass]) -> int:
-    """Most forward passes whose backward has not yet run, at any point of ``order``."""
-    live = peak = 0
-    for step in order:
-        live += 1 if step.phase == "F" else -1
-        peak = max(peak, live)
-    return peak

@@ -84,11 +84,6 @@ def memory_profile(rank_class: RankClass, tier: str = "hbm") -> MemoryProfile:
                          peak_activations, peak)
 
 
-def tiers(rank_class: RankClass) -> list[str]:
-    """The memory tiers a class allocates in, HBM first."""
-    return sorted({e.tier for e in rank_class.memory}, key=lambda t: (t != "hbm", t))
-
-
 def timed_peak(rank_class: RankClass, tier: str, end_of: dict[int, float]) -> tuple[float, float]:
     """Peak bytes in ``tier`` and when (seconds), replaying allocations at the simulated end
     times of their ops."""
