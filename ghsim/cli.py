@@ -7,6 +7,7 @@ was expected); 1 an internal error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from ghsim.errors import InputError
 from ghsim.importers.cli_import import FORMATS, import_traces
 from ghsim.importers.cli_import import summary as import_summary
 from ghsim.importers.export import export_chakra
+from ghsim.outputs import directory_lock, refuse_inputs, write_text
 from ghsim.report import console as render
 from ghsim.report import plots
 from ghsim.report.html import run_report
@@ -104,13 +106,13 @@ def _write_outputs(directory: Path, result: Result, name: str) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         data = result.to_dict()
-        (directory / "result.json").write_text(json.dumps(data, indent=2) + "\n")
+        write_text(directory / "result.json", json.dumps(data, indent=2) + "\n")
         if result.timeline is not None:
             trace = chrome_trace(result.timeline)
-            (directory / "trace.json").write_text(json.dumps(trace))
+            write_text(directory / "trace.json", json.dumps(trace))
         record = {"label": name, "breakdown_s": data["breakdown_s"]}
         svgs = save({"breakdown": plots.breakdown([record])}, directory)
-        (directory / "report.html").write_text(run_report(name, data, svgs))
+        write_text(directory / "report.html", run_report(name, data, svgs))
     except OSError as error:
         raise InputError(str(directory), "", f"cannot write outputs: {error.strerror}") from None
 
@@ -120,7 +122,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides)
     result = simulate(scenario)
     if args.output is not None:
-        _write_outputs(Path(args.output), result, scenario.name)
+        directory = Path(args.output)
+        written = [directory / f for f in ("result.json", "trace.json", "report.html",
+                                           "breakdown.png", "breakdown.svg")]
+        refuse_inputs(written, [Path(scenario.source)])
+        _write_outputs(directory, result, scenario.name)
     if args.chakra is not None and result.timeline is not None:
         try:
             export_chakra(result.timeline, Path(args.chakra))
@@ -151,17 +157,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     cache = output / "cache" if output else None
     console = Console(stderr=True)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=console, disable=args.json or not console.is_terminal) as progress:
-        task = progress.add_task(sweep.spec.name, total=len(sweep.points()))
-        outcome = run_sweep(sweep, args.workers, args.scheduler, cache,
-                            on_result=lambda _r, _n: progress.advance(task))
-    if output is not None:
-        try:
-            write_outputs(outcome, output)
-        except OSError as error:
-            raise InputError(str(output), "", f"cannot write outputs: {error.strerror}") from None
+    with contextlib.ExitStack() as stack:
+        if output is not None:
+            refuse_inputs([output / "results.json", output / "results.csv",
+                           output / "report.html"], [Path(sweep.path)])
+            stack.enter_context(directory_lock(output))
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                      console=console, disable=args.json or not console.is_terminal) as progress:
+            task = progress.add_task(sweep.spec.name, total=len(sweep.points()))
+            outcome = run_sweep(sweep, args.workers, args.scheduler, cache,
+                                on_result=lambda _r, _n: progress.advance(task))
+        if output is not None:
+            try:
+                write_outputs(outcome, output)
+            except OSError as error:
+                raise InputError(str(output), "",
+                                 f"cannot write outputs: {error.strerror}") from None
     if args.json:
         _print_json(as_json(outcome))
     else:

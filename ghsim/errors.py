@@ -22,7 +22,10 @@ class InputError(GhsimError):
         self.source = source
         self.key_path = key_path
         self.message = message
-        super().__init__(self.line())
+        super().__init__(source, key_path, message)
+
+    def __str__(self) -> str:
+        return self.line()
 
     def line(self) -> str:
         """The one line shown to the user (control characters, newlines included, escaped)."""

@@ -41,8 +41,10 @@ class GpuCostModel:
     def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
         value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))
         if value is None:
+            hint = ("; this GPU has no FP8 tensor cores: set training.precision to bf16"
+                    if dtype == "fp8" else "")
             raise ConfigError(self.part, f"gpu.compute.{what}",
-                              f"has no entry for {dtype!r}, which this scenario runs")
+                              f"has no entry for {dtype!r}, which this scenario runs{hint}")
         return value
 
     def wave_efficiency(self, m: int, n: int) -> float:

@@ -8,9 +8,16 @@ its most crowded link. With one link per transfer this is max-min fair sharing o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import simpy
+
+
+def finish_tolerance_s(now_s: float) -> float:
+    """Work left below which a transfer counts as finished at clock ``now_s``: a few units in
+    the last place of the clock, so that a wake-up the clock cannot resolve never repeats."""
+    return max(1e-12, 64 * math.ulp(now_s))
 
 
 @dataclass
@@ -79,7 +86,10 @@ class SharedLinks:
         if generation != self._generation:
             return
         self._advance()
-        for key in [k for k, f in self.flows.items() if f.remaining_s <= 1e-12]:
+        counts = self._counts()
+        tolerance = finish_tolerance_s(self.env.now)
+        for key in [k for k, f in self.flows.items()
+                    if f.remaining_s / self._rate(f, counts) <= tolerance]:
             flow = self.flows.pop(key)
             self.transfers.append((flow.links[0], flow.start, self.env.now, flow.nbytes))
             flow.done.succeed()

@@ -61,6 +61,15 @@ class Timeline:
         return max((s.end for c in self.classes for s in c.spans), default=0.0)
 
 
+EVENTS_PER_OP = 200
+"""Bound on simulation events per op: replays take about 5 to 15 (test_engine checks the
+margin), so this only stops a livelock."""
+
+
+class SimulationLivelock(RuntimeError):
+    """The event loop kept running without finishing the step: a bug, never a user mistake."""
+
+
 _COMM_LINKS = frozenset({"nvlink", "nic"})
 """Links whose traffic is driven by communication kernels on the SMs (copies use copy engines)."""
 
@@ -90,6 +99,8 @@ class Simulator:
         self._bodies: dict[int, dict[str, float]] = {}
         self.timelines = [ClassTimeline(c) for c in workload.classes]
         self.stage_rank = {c.stage: c.first_rank for c in workload.classes}
+        self.events = 0
+        """Events the last run processed."""
 
     # -- costs -----------------------------------------------------------------------------
 
@@ -199,6 +210,23 @@ class Simulator:
             timeline.spans.append(Span(op.stream, op.id, start, self.env.now))
             done[op.id].succeed()
 
+    def _run_bounded(self, ops: int) -> None:
+        """Run the event loop, but never for ever: a replay that needs more than
+        ``EVENTS_PER_OP`` events per op on average is livelocked, an internal error."""
+        limit = EVENTS_PER_OP * ops + 10_000
+        env, events = self.env, 0
+        try:
+            while True:
+                env.step()
+                events += 1
+                if events > limit:
+                    raise SimulationLivelock(
+                        f"simulation livelock: {events} events for {ops} ops at t = "
+                        f"{env.now:.6g} s; please report this scenario")
+        except simpy.core.EmptySchedule:
+            pass
+        self.events = events
+
     def run(self) -> Timeline:
         for timeline in self.timelines:
             rank_class = timeline.rank_class
@@ -209,7 +237,7 @@ class Simulator:
                 streams.setdefault(op.stream, []).append(op)
             for ops in streams.values():
                 self.env.process(self._stream(timeline, ops, done))
-        self.env.run()
+        self._run_bounded(sum(len(c.ops) for c in self.workload.classes))
         unfinished = [t.rank_class.name for t in self.timelines
                       if len(t.end_of) != len(t.rank_class.ops)]
         if unfinished:

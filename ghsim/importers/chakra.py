@@ -24,6 +24,7 @@ from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError
 
 from ghsim.importers.kineto import GpuEvent, TraceError, TraceRank
+from ghsim.outputs import atomic_open
 
 F = descriptor_pb2.FieldDescriptorProto
 NODE_TYPES = ("INVALID_NODE", "METADATA_NODE", "MEM_LOAD_NODE", "MEM_STORE_NODE", "COMP_NODE",
@@ -187,7 +188,7 @@ def _write(handle: Any, message: Any) -> None:
 def write_chakra(path: Path, rank: TraceRank) -> None:
     """Write one rank's events as a Chakra trace (nodes chained in order)."""
     reverse = {v: k for k, v in _GHSIM_COLLECTIVE.items()}
-    with path.open("wb") as handle:
+    with atomic_open(path, "wb") as handle:
         metadata = GlobalMetadata(version="0.0.4")
         metadata.attr.add(name="schema", string_val="ghsim")
         _write(handle, metadata)

@@ -14,6 +14,7 @@ from ghsim.importers.kineto import TraceRank, read_kineto
 from ghsim.importers.nsys import read_nsys
 from ghsim.importers.pytorch_et import is_execution_trace, read_pytorch_et
 from ghsim.importers.workload_file import write_workload
+from ghsim.outputs import refuse_inputs
 
 READERS: dict[str, Callable[[Path, int], TraceRank]] = {
     "kineto": read_kineto,
@@ -70,6 +71,7 @@ def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list
     and execution traces (automatic detection), the i-th execution trace is joined with the
     i-th profiler trace: it fills in the shapes the profile lacks."""
     files = trace_files(arguments)
+    refuse_inputs([output], files)
     kinds = [detect(path) if fmt == "auto" else fmt for path in files]
     profiles = [p for p, k in zip(files, kinds, strict=True) if k == "kineto"]
     executions = [p for p, k in zip(files, kinds, strict=True) if k == "pytorch-et"]

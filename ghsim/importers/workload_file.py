@@ -14,6 +14,7 @@ import yaml
 from ghsim.config.yamlio import read_mapping
 from ghsim.errors import ConfigError
 from ghsim.importers.kineto import GpuEvent, TraceRank
+from ghsim.outputs import write_text
 
 COLUMNS = ("name", "kind", "klass", "stream", "start_us", "dur_us", "launch_us", "flops", "m",
            "n", "k", "bytes", "collective", "after")
@@ -49,8 +50,8 @@ def rank_to_data(rank: TraceRank) -> dict[str, Any]:
 def write_workload(path: Path, name: str, ranks: list[TraceRank]) -> None:
     document = {"schema_version": 1, "kind": "workload", "name": name,
                 "ranks": [rank_to_data(r) for r in sorted(ranks, key=lambda r: r.rank)]}
-    path.write_text(yaml.safe_dump(document, default_flow_style=None, sort_keys=False,
-                                   width=120))
+    write_text(path, yaml.safe_dump(document, default_flow_style=None, sort_keys=False,
+                                    width=120))
 
 
 def read_workload(path: Path) -> dict[str, Any]:

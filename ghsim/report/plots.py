@@ -19,6 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from ghsim.outputs import atomic_open
+
 PARTS = ("compute", "tp", "cp", "pp", "dp", "pipeline_bubble", "offload", "migration", "cpu",
          "other")
 COLOURS = dict(zip(PARTS, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3",
@@ -109,8 +111,9 @@ def save(figures: dict[str, Figure], directory: Path) -> dict[str, str]:
     """Write each figure as PNG and SVG; returns the SVG text of each, for the HTML report."""
     svgs = {}
     for name, figure in figures.items():
-        figure.savefig(directory / f"{name}.png", dpi=120)
-        figure.savefig(directory / f"{name}.svg")
+        for suffix, dpi in (("png", 120), ("svg", 72)):
+            with atomic_open(directory / f"{name}.{suffix}", "wb") as handle:
+                figure.savefig(handle, format=suffix, dpi=dpi)
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg")
         svgs[name] = buffer.getvalue()

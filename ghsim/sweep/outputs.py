@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ghsim.outputs import atomic_open, write_text
 from ghsim.report.html import sweep_report
 from ghsim.report.plots import PARTS, save, sweep_figures
 from ghsim.sweep.runner import SweepOutcome
@@ -34,9 +35,9 @@ def as_json(outcome: SweepOutcome) -> dict[str, Any]:
 def write_outputs(outcome: SweepOutcome, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     ranked = outcome.ranked()
-    (directory / "results.json").write_text(json.dumps(as_json(outcome), indent=2) + "\n")
+    write_text(directory / "results.json", json.dumps(as_json(outcome), indent=2) + "\n")
     axes = sorted({key for r in ranked for key in r["overrides"]})
-    with (directory / "results.csv").open("w", newline="") as handle:
+    with atomic_open(directory / "results.csv", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow([*COLUMNS, *axes, *(f"breakdown_{p}_s" for p in PARTS)])
         for rank, record in enumerate(ranked, 1):
@@ -47,5 +48,5 @@ def write_outputs(outcome: SweepOutcome, directory: Path) -> None:
                              *(breakdown.get(p, "") for p in PARTS)])
     svgs = save(sweep_figures(ranked), directory)
     spec = outcome.sweep.spec
-    (directory / "report.html").write_text(
-        sweep_report(spec.name, spec.description, ranked, svgs, summary_line(outcome)))
+    write_text(directory / "report.html",
+               sweep_report(spec.name, spec.description, ranked, svgs, summary_line(outcome)))
