@@ -1,18 +1,20 @@
-"""Shared-link transfers: exact times, and no hang however late in the step they run."""
+"""Flows on shared links: exact times, and no hang however late in the step they run."""
 
 from __future__ import annotations
 
 import simpy
 
-from ghsim.engine.fluid import SharedLinks
+from ghsim.engine.fluid import FlowNetwork
+from ghsim.fabric.sharing import make_path
 
 
 def _finish_times(start_s: float, works: list[float]) -> list[float]:
     env = simpy.Environment(initial_time=start_s)
-    links = SharedLinks(env)
+    network = FlowNetwork(env, {"nic": 1.0}, {"nic": "nic"})
     ends: list[float] = []
     for work in works:
-        links.transfer("nic", work, 1.0).callbacks.append(lambda _e: ends.append(env.now))
+        done = network.transfer(make_path([("nic", 1, 1.0)]), work, "stage0", "dp")
+        done.callbacks.append(lambda _e: ends.append(env.now))
     env.run()
     return ends
 

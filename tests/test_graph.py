@@ -18,9 +18,10 @@ def test_gh200_superchip_subgraph() -> None:
     c2c = graph.template.get_edge_data("cpu0", "gpu0")["c2c"]
     assert c2c["bandwidth_bytes_per_s"] == 450 * units.GB_S
     # The measured H2D/D2H asymmetry rides on the two directions of the link.
-    assert c2c["measured_bytes_per_s"]["copy"] == 375 * units.GB_S
+    # Efficiencies of the link's 450 GB/s, rounded to 4 digits: within 0.1% of the measurements.
+    assert c2c["measured_bytes_per_s"]["copy"] == pytest.approx(375 * units.GB_S, rel=1e-3)
     back = graph.template.get_edge_data("gpu0", "cpu0")["c2c"]
-    assert back["measured_bytes_per_s"]["copy"] == 297 * units.GB_S
+    assert back["measured_bytes_per_s"]["copy"] == pytest.approx(297 * units.GB_S, rel=1e-3)
 
 
 def test_gpu_reads_lpddr_over_c2c_with_the_measured_latency() -> None:
@@ -89,7 +90,7 @@ def test_totals() -> None:
     assert dgx_gh200.domain_bisection_bytes_per_s == 128 * 450 * units.GB_S
     assert dgx_gh200.fabric_bisection_bytes_per_s is None
     h100 = system_totals(build_graph(load_system("dgx-h100"), 1024))
-    assert h100.peak_flops["bf16"] == pytest.approx(1024 * 989.4e12)
+    assert h100.peak_flops["bf16"] == pytest.approx(1024 * 989.4e12, rel=1e-3)
     assert h100.fabric_bisection_bytes_per_s == 1024 * 50 * units.GB_S / 2
 
 

@@ -112,10 +112,11 @@ def test_pcie_host_link_is_slower_and_the_bottleneck() -> None:
               "offload.strategy=params", "num_gpus=1"]
     gh200 = simulate(load_scenario("llama3-8b-gh200", ["system=gh200-single", *common]))
     dgx = simulate(load_scenario("llama3-8b-gh200", ["system=dgx-h100", *common]))
-    exposed = (dgx.breakdown_s["offload"] + dgx.breakdown_s["cpu"],
-               gh200.breakdown_s["offload"] + gh200.breakdown_s["cpu"])
+    # weights streamed over PCIe (55 GB/s) stay exposed; over C2C (375 GB/s) they hide
+    # behind the kernels; the host optimizer costs both about the same
     assert dgx.step_time_s > gh200.step_time_s
-    assert exposed[0] > 3 * exposed[1]
+    assert dgx.breakdown_s["offload"] > 10 * max(gh200.breakdown_s["offload"], 0.01)
+    assert dgx.breakdown_s["offload"] > 0.2 * dgx.step_time_s
     assert dgx.bottleneck["resource"] == "pcie"
 
 

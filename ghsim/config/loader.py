@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from ghsim.config.cursor import KeyPath, Slot, child, format_path, slot_at
 from ghsim.config.diagnose import describe, show_value
 from ghsim.config.overrides import Override, container_at, parse_override
-from ghsim.config.schema import SCHEMA_VERSION, SPEC_BY_KIND, DocumentSpec
+from ghsim.config.schema import SCHEMA_VERSION, SPEC_BY_KIND, DocumentSpec, Spec
 from ghsim.config.search import (
     display,
     find_named,
@@ -158,8 +158,34 @@ class _Tree:
             if slot.ref is not None and isinstance(value, str):
                 _set(self.data, prefix, self.load_reference(slot.ref, value, prefix))
         container = container_at(self.data, override)
+        self._replace_alternative(override, container)
         container[override.path[-1]] = override.value  # type: ignore[index]
         self.overrides.append((override.path, override.label))
+
+    def _replace_alternative(self, override: Override, container: Any) -> None:
+        """An override of one way to give a rate (``h2d_copy_gb_s``) replaces the other way
+        (``h2d_copy_efficiency``) where a file gave it; given both by overrides, validation
+        reports them. A key inside a mapping (``peak_tflops.bf16``) replaces that key of the
+        other mapping (``flops_per_clock_per_sm.bf16``)."""
+        path, given = override.path, {where for where, _ in self.overrides}
+        key = path[-1]
+        other = _alternative(slot_at(self.root, path[:-1]), key)
+        if other is not None and isinstance(container, dict):
+            if (*path[:-1], other) in given or other not in container:
+                return
+            if isinstance(override.value, dict) and isinstance(container[other], dict):
+                for inner in override.value:
+                    if (*path[:-1], other, inner) not in given:
+                        container[other].pop(inner, None)
+            else:
+                del container[other]
+            return
+        if len(path) < 3 or not isinstance(path[-2], str):
+            return
+        other = _alternative(slot_at(self.root, path[:-2]), path[-2])
+        sibling = _get(self.data, (*path[:-2], other)) if other is not None else None
+        if isinstance(sibling, dict) and (*path[:-2], other, key) not in given:
+            sibling.pop(key, None)
 
     def validate(self) -> BaseModel:
         """Validate the assembled tree; the first problem becomes the error."""
@@ -187,6 +213,14 @@ class _Tree:
             if first["type"] == "invalid_key":
                 loc = loc[:-1]
             raise self.error(loc, message) from None
+
+
+def _alternative(slot: Slot | None, key: str | int) -> str | None:
+    """The other key of ``key``'s pair of alternatives in the spec at ``slot``, if any."""
+    model = slot.model if slot is not None else None
+    if model is None or not issubclass(model, Spec) or not isinstance(key, str):
+        return None
+    return model.alternative(key)
 
 
 def _get(data: Any, path: KeyPath) -> Any:

@@ -41,7 +41,9 @@ class Sweep:
         self.spec = spec
         self.path = path
         self.source = str(path)
-        self.base_data: dict[str, Any] = spec.base.model_dump(mode="python")
+        # What the files gave, not what validation derived from it (an efficiency derived from
+        # a measured rate would otherwise come back beside that rate, and contradict it).
+        self.base_data: dict[str, Any] = spec.base.model_dump(mode="python", exclude_unset=True)
         self.filter = None
         if spec.filter is not None:
             try:

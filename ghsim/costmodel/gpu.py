@@ -1,6 +1,8 @@
 """GPU kernel costs: a roofline with measured efficiencies and wave quantization.
 
-A GEMM runs at ``peak[dtype] x gemm_efficiency[dtype] x wave efficiency``, where the wave
+Peaks are SMs x clock x FLOP per clock per SM, and bandwidths fractions of the HBM's peak, so
+a lower clock or slower memory moves every kernel. A GEMM runs at
+``peak[dtype] x gemm_efficiency[dtype] x wave efficiency``, where the wave
 efficiency is the fraction of tile slots doing useful work when the output's tiles are spread
 one per SM in waves; a fused attention kernel at ``peak x attention_efficiency``; everything is
 also bounded by HBM traffic at the achievable (STREAM) bandwidth; element-wise kernels are
@@ -63,14 +65,14 @@ class GpuCostModel:
 
     def gemm_s(self, kernel: Kernel) -> float:
         m, n, k = kernel.shape
-        peak = self._lookup(self.peak_flops, kernel.dtype, "peak_tflops")
+        peak = self._lookup(self.peak_flops, kernel.dtype, "flops_per_clock_per_sm")
         efficiency = self._lookup(self.gemm_efficiency, kernel.dtype, "gemm_efficiency")
         efficiency *= self.wave_efficiency(m, n) * self.k_efficiency(k)
         compute = kernel.flops / (peak * efficiency)
         return max(compute, kernel.bytes / self.hbm_bytes_per_s)
 
     def attention_s(self, kernel: Kernel) -> float:
-        peak = self._lookup(self.peak_flops, kernel.dtype, "peak_tflops")
+        peak = self._lookup(self.peak_flops, kernel.dtype, "flops_per_clock_per_sm")
         efficiency = self._lookup(self.attention_efficiency, kernel.dtype,
                                   "attention_efficiency")
         return max(kernel.flops / (peak * efficiency), kernel.bytes / self.hbm_bytes_per_s)
@@ -96,6 +98,7 @@ def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
     if gpu is None:
         raise ConfigError(part.name, "gpu", "expected a GPU part")
     compute, memory = gpu.compute, gpu.memory
+    rates = {use: memory.rate_bytes_per_s(use) for use in ("stream", "elementwise", "softmax")}
     missing = [
         key for key, value in (
             ("gpu.compute.gemm_efficiency", compute.gemm_efficiency),
@@ -105,24 +108,23 @@ def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
             ("gpu.compute.gemm_k_half", compute.gemm_k_half),
             ("gpu.compute.gemm_reference_k", compute.gemm_reference_k),
             ("gpu.compute.comm_overlap_slowdown", compute.comm_overlap_slowdown),
-            ("gpu.memory.stream_bandwidth_gb_s", memory.stream_bandwidth_gb_s),
-            ("gpu.memory.elementwise_bandwidth_gb_s", memory.elementwise_bandwidth_gb_s),
-            ("gpu.memory.softmax_bandwidth_gb_s", memory.softmax_bandwidth_gb_s),
+            ("gpu.memory.stream_efficiency", rates["stream"]),
+            ("gpu.memory.elementwise_efficiency", rates["elementwise"]),
+            ("gpu.memory.softmax_efficiency", rates["softmax"]),
         ) if not value
     ]
     if missing:
         raise ConfigError(part.name, missing[0], "is needed to simulate this GPU (with a source)")
-    assert compute.gemm_tile and compute.kernel_launch_us and memory.stream_bandwidth_gb_s
+    assert compute.gemm_tile and compute.kernel_launch_us
     assert compute.gemm_k_half and compute.gemm_reference_k
-    assert memory.elementwise_bandwidth_gb_s and memory.softmax_bandwidth_gb_s
     return GpuCostModel(
         part=part.name,
-        peak_flops={k: v * 1e12 for k, v in compute.peak_tflops.items()},
+        peak_flops=compute.peak_flops_per_s(),
         gemm_efficiency={str(k): v for k, v in compute.gemm_efficiency.items()},
         attention_efficiency={str(k): v for k, v in compute.attention_efficiency.items()},
-        hbm_bytes_per_s=memory.stream_bandwidth_gb_s * 1e9,
-        elementwise_bytes_per_s=memory.elementwise_bandwidth_gb_s * 1e9,
-        softmax_bytes_per_s=memory.softmax_bandwidth_gb_s * 1e9,
+        hbm_bytes_per_s=rates["stream"] or 0.0,
+        elementwise_bytes_per_s=rates["elementwise"] or 0.0,
+        softmax_bytes_per_s=rates["softmax"] or 0.0,
         sms=compute.sms,
         tile=(compute.gemm_tile[0], compute.gemm_tile[1]),
         launch_s=compute.kernel_launch_us * 1e-6,

@@ -1,122 +1,191 @@
-"""Transfers that share links: processor sharing, re-balanced whenever a transfer starts or ends.
+"""Flows on the links of the whole system, shared max-min fairly, re-balanced whenever one starts
+or ends.
 
-Each transfer has a standalone duration (its work at the speed it would get alone) and crosses
-one or more links of its rank (``nic``, ``nvlink``, ``c2c_h2d``, ``lpddr``, ``grace`` ...). While
-``k`` transfers are active on a link, each gets ``1/k`` of it; a transfer advances at the share of
-its most crowded link. With one link per transfer this is max-min fair sharing of that link.
+Every transfer of the step (collective steps, pipeline sends, host copies, the CPU streaming
+host memory, page migration) is a flow of bytes along a :class:`~ghsim.fabric.sharing.Path`.
+Flows of every rank class share one network, so a leaf uplink, a NIC or NVLink-C2C carries
+whatever crosses it at that moment. When a flow starts or ends, only the flows connected to it
+through shared links are re-balanced (``max_min_rates``), and bytes and link books are settled
+lazily, so the cost of an event does not grow with the size of the system.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import simpy
 
+from ghsim.fabric.sharing import Path, max_min_rates
+
 
 def finish_tolerance_s(now_s: float) -> float:
-    """Work left below which a transfer counts as finished at clock ``now_s``: a few units in
+    """Time left below which a transfer counts as finished at clock ``now_s``: a few units in
     the last place of the clock, so that a wake-up the clock cannot resolve never repeats."""
     return max(1e-12, 64 * math.ulp(now_s))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Flow:
-    links: tuple[str, ...]
-    remaining_s: float
-    """Standalone seconds of work left."""
-    done: simpy.Event
-    start: float
+    path: Path
     nbytes: float
+    done: simpy.Event
+    owner: str
+    traffic: str
+    start: float
+    left_bytes: float
+    """Bytes left at ``since``."""
+    since: float
+    rate: float = 0.0
+    version: int = 0
+
+    def left_at(self, now: float) -> float:
+        return self.left_bytes - self.rate * (now - self.since)
 
 
 @dataclass
 class LinkUsage:
-    """What one link carried: bytes, and seconds during which it carried anything."""
+    """What one link carried: bytes (every copy counted), seconds during which it carried
+    anything, the integral of its utilization, and which kinds of traffic used it."""
 
+    kind: str
+    capacity_bytes_per_s: float
     bytes: float = 0.0
     busy_s: float = 0.0
+    load_s: float = 0.0
+    """Integral over time of (capacity in use / capacity)."""
+    traffic: set[str] = field(default_factory=set)
+    samples: list[tuple[float, float]] = field(default_factory=list)
+    """(time, utilization from then on), for a counter track."""
+    _since: float = 0.0
+    _level: float = 0.0
+
+    def settle(self, now: float, level: float) -> None:
+        """Book the time since the last change at the old level, then switch to ``level``."""
+        elapsed = now - self._since
+        if elapsed > 0 and self._level > 0:
+            self.busy_s += elapsed
+            self.load_s += elapsed * self._level
+        self._since = now
+        if level != self._level:
+            self._level = level
+            self.samples.append((now, level))
 
 
 @dataclass
-class SharedLinks:
-    """The links of one rank, shared by its concurrent transfers."""
+class FlowNetwork:
+    """The links of the system and the flows on them."""
 
     env: simpy.Environment
+    capacity: dict[str, float]
+    """Bytes per second of each link instance, per direction."""
+    kinds: dict[str, str]
     flows: dict[int, _Flow] = field(default_factory=dict)
     usage: dict[str, LinkUsage] = field(default_factory=dict)
-    transfers: list[tuple[str, float, float, float]] = field(default_factory=list)
-    """Every finished transfer: its first link, start, end (seconds), bytes."""
-    _last: float = 0.0
-    _generation: int = 0
+    transfers: list[tuple[str, str, float, float, float]] = field(default_factory=list)
+    """Every finished flow: its owner (rank class), traffic kind, start, end, bytes."""
+    _on_link: dict[str, set[int]] = field(default_factory=dict)
     _next_id: int = 0
 
-    def _counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for flow in self.flows.values():
-            for link in flow.links:
-                counts[link] = counts.get(link, 0) + 1
-        return counts
+    def _usage(self, link: str) -> LinkUsage:
+        if link not in self.usage:
+            self.usage[link] = LinkUsage(self.kinds.get(link, "link"), self.capacity[link])
+        return self.usage[link]
 
-    def _rate(self, flow: _Flow, counts: dict[str, int]) -> float:
-        return 1.0 / max(counts[link] for link in flow.links)
+    def _level(self, link: str) -> float:
+        used = 0.0
+        for i in self._on_link.get(link, ()):
+            path = self.flows[i].path
+            used += self.flows[i].rate * path.copies[path.links.index(link)]
+        return min(1.0, used / self.capacity[link])
 
-    def _advance(self) -> None:
+    def _component(self, seed: Iterable[int]) -> set[int]:
+        """Flows connected to ``seed`` through shared links."""
+        seen = {i for i in seed if i in self.flows}
+        stack = list(seen)
+        while stack:
+            for link in self.flows[stack.pop()].path.links:
+                for other in self._on_link[link]:
+                    if other not in seen:
+                        seen.add(other)
+                        stack.append(other)
+        return seen
+
+    def _rebalance(self, seed: Iterable[int], touched: set[str]) -> None:
         now = self.env.now
-        elapsed = now - self._last
-        if elapsed > 0 and self.flows:
-            counts = self._counts()
-            for flow in self.flows.values():
-                flow.remaining_s -= elapsed * self._rate(flow, counts)
-            for link in counts:
-                self.usage.setdefault(link, LinkUsage()).busy_s += elapsed
-        self._last = now
+        ids = sorted(self._component(seed))
+        rates = max_min_rates([self.flows[i].path for i in ids], self.capacity)
+        for i, rate in zip(ids, rates, strict=True):
+            flow = self.flows[i]
+            touched.update(flow.path.links)
+            if rate != flow.rate:
+                flow.left_bytes = flow.left_at(now)
+                flow.since = now
+                flow.rate = rate
+                flow.version += 1
+                self._schedule(i, flow)
+        for link in touched:
+            self._usage(link).settle(now, self._level(link))
 
-    def _reschedule(self) -> None:
-        self._generation += 1
-        if not self.flows:
+    def _schedule(self, key: int, flow: _Flow) -> None:
+        version = flow.version
+        delay = max(flow.left_bytes / flow.rate, 0.0) if flow.rate > 0 else math.inf
+        if math.isinf(delay):
             return
-        counts = self._counts()
-        soonest = min(f.remaining_s / self._rate(f, counts) for f in self.flows.values())
-        generation = self._generation
-        wake = self.env.timeout(max(soonest, 0.0))
-        wake.callbacks.append(lambda _event: self._wake(generation))
+        wake = self.env.timeout(delay)
+        wake.callbacks.append(lambda _event: self._wake(key, version))
 
-    def _wake(self, generation: int) -> None:
-        if generation != self._generation:
+    def _wake(self, key: int, version: int) -> None:
+        flow = self.flows.get(key)
+        if flow is None or flow.version != version:
             return
-        self._advance()
-        counts = self._counts()
-        tolerance = finish_tolerance_s(self.env.now)
-        for key in [k for k, f in self.flows.items()
-                    if f.remaining_s / self._rate(f, counts) <= tolerance]:
-            flow = self.flows.pop(key)
-            self.transfers.append((flow.links[0], flow.start, self.env.now, flow.nbytes))
-            flow.done.succeed()
-        self._reschedule()
+        now = self.env.now
+        if flow.left_at(now) > flow.rate * finish_tolerance_s(now):
+            flow.left_bytes, flow.since = flow.left_at(now), now
+            flow.version += 1
+            self._schedule(key, flow)
+            return
+        del self.flows[key]
+        for link in flow.path.links:
+            self._on_link[link].discard(key)
+        self.transfers.append((flow.owner, flow.traffic, flow.start, now, flow.nbytes))
+        flow.done.succeed()
+        neighbours = {i for link in flow.path.links for i in self._on_link[link]}
+        self._rebalance(neighbours, set(flow.path.links))
 
-    def transfer(self, links: str | tuple[str, ...], standalone_s: float,
-                 nbytes: float) -> simpy.Event:
-        """Start ``standalone_s`` seconds of work across ``links``; returns its end."""
-        links = (links,) if isinstance(links, str) else links
+    def transfer(self, path: Path, nbytes: float, owner: str, traffic: str) -> simpy.Event:
+        """Start a flow of ``nbytes`` along ``path``; returns the event of its end."""
         done = self.env.event()
-        for link in links:
-            self.usage.setdefault(link, LinkUsage()).bytes += nbytes
-        if standalone_s <= 0:
+        for link, copies in zip(path.links, path.copies, strict=True):
+            usage = self._usage(link)
+            usage.bytes += nbytes * copies
+            usage.traffic.add(traffic)
+        if nbytes <= 0:
             done.succeed()
             return done
-        self._advance()
-        self.flows[self._next_id] = _Flow(links, standalone_s, done, self.env.now, nbytes)
+        key = self._next_id
         self._next_id += 1
-        self._reschedule()
+        now = self.env.now
+        self.flows[key] = _Flow(path, nbytes, done, owner, traffic, now, nbytes, now)
+        for link in path.links:
+            self._on_link.setdefault(link, set()).add(key)
+        self._rebalance([key], set())
         return done
 
-    def busy_for_s(self, links: frozenset[str] | None = None) -> float:
-        """How much longer transfers in flight keep a link busy (if no more start); only
-        transfers on ``links`` count when given."""
-        self._advance()
-        left: dict[str, float] = {}
-        for flow in self.flows.values():
-            if links is None or links.intersection(flow.links):
-                left[flow.links[0]] = left.get(flow.links[0], 0.0) + flow.remaining_s
-        return max(left.values(), default=0.0)
+    def busy_for_s(self, owner: str, traffic: frozenset[str]) -> float:
+        """How much longer ``owner``'s flows of ``traffic`` run at their current rates."""
+        now = self.env.now
+        left = [f.left_at(now) / f.rate for f in self.flows.values()
+                if f.owner == owner and f.traffic in traffic and f.rate > 0]
+        return max(left, default=0.0)
+
+    def finish(self) -> None:
+        """Close the books of every link at the end of the step."""
+        for link, usage in self.usage.items():
+            usage.settle(self.env.now, self._level(link))
+
+    def utilization(self, link: str, step_s: float) -> float:
+        """Mean utilization of ``link`` over a step of ``step_s`` seconds."""
+        usage = self.usage.get(link)
+        return min(1.0, usage.load_s / step_s) if usage and step_s > 0 else 0.0

@@ -7,12 +7,13 @@ from typing import Any
 
 from ghsim.config import Scenario, scenario_from_spec
 from ghsim.config.schema import ScenarioSpec
-from ghsim.costmodel.collectives import CommCostModel, comm_cost_model
 from ghsim.costmodel.gpu import gpu_cost_model
 from ghsim.costmodel.host import host_cost_model
-from ghsim.engine.attribution import breakdown, critical_class
+from ghsim.engine.attribution import breakdown
+from ghsim.engine.links import busiest_links, host_usage
 from ghsim.engine.result import Result
 from ghsim.engine.simulator import Simulator, Timeline
+from ghsim.fabric.traffic import traffic_planner
 from ghsim.importers.replay import replay_workload
 from ghsim.importers.workload_file import read_workload
 from ghsim.version import __version__
@@ -53,21 +54,12 @@ def _bottleneck(parts: dict[str, float], compute: dict[str, float], step: float,
     return {"resource": resource, "cause": key, "share": share, "why": why}
 
 
-def _links(timeline: Timeline, step: float) -> list[dict[str, Any]]:
-    cls = critical_class(timeline)
-    assert cls.links is not None
-    return [{"name": f"{cls.rank_class.name}.{name}", "bytes": usage.bytes,
-             "utilization": usage.busy_s / step if step else 0.0}
-            for name, usage in sorted(cls.links.usage.items())]
-
-
-def _group_links(workload: Workload, comm: CommCostModel) -> dict[str, str]:
+def _group_links(workload: Workload) -> dict[str, str]:
     groups = workload.classes[0].groups
     names: dict[str, str] = {}
-    for kind in ("tp", "cp", "dp"):
+    for kind in ("tp", "cp", "dp", "pp"):
         if groups[kind].size > 1:
-            names[kind] = comm.channel(groups[kind]).link
-    names["pp"] = "nic" if groups["pp"].domains > 1 else "nvlink"
+            names[kind] = "nic" if groups[kind].domains > 1 else "nvlink"
     return names
 
 
@@ -75,20 +67,6 @@ def _host_links(spec: ScenarioSpec, link: str) -> dict[str, str]:
     cpu = "grace_cpu" if spec.system.node.cpu.name.startswith("grace") else "host_cpu"
     path = "nvlink_c2c" if link == "c2c" else "pcie"
     return {"offload": path, "migration": f"{path} (page migration)", "cpu": cpu}
-
-
-def _host_usage(timeline: Timeline, step: float, link: str) -> dict[str, Any]:
-    """Host-link traffic each way and host-CPU load of the critical rank class."""
-    links = critical_class(timeline).links
-    assert links is not None
-    usage = links.usage
-    view: dict[str, Any] = {"link": link}
-    for name in ("h2d", "d2h", "cpu"):
-        entry = usage.get(name)
-        if name != "cpu":
-            view[f"{name}_bytes"] = entry.bytes if entry else 0.0
-        view[f"{name}_utilization"] = entry.busy_s / step if entry and step else 0.0
-    return view
 
 
 def _capacities(spec: ScenarioSpec, gpus_per_node: int) -> dict[str, float]:
@@ -161,8 +139,8 @@ def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[s
         bottleneck={"resource": bench.operation, "cause": "microbenchmark", "share": 1.0,
                     "why": f"{bench.operation} of {bench.gib:g} GiB at "
                            f"{nbytes / step / 1e9:.1f} GB/s"},
-        memory={"fits": True}, host=_host_usage(timeline, step, "microbenchmark"),
-        links=_links(timeline, step), warnings=[],
+        memory={"fits": True}, host=host_usage(timeline, step, "microbenchmark"),
+        links=busiest_links(timeline, step), warnings=[],
         inputs=_inputs(scenario),
         workload={"microbenchmark": bench.operation, "bytes": nbytes,
                   "bandwidth_gb_s": nbytes / step / 1e9},
@@ -207,13 +185,14 @@ def simulate(scenario: Scenario) -> Result:
     spec, layout = scenario.spec, scenario.layout
     workload = _workload(scenario)
     gpu = gpu_cost_model(spec.system.node.gpu)
-    comm = comm_cost_model(spec.system)
-    host = host_cost_model(spec.system, layout.gpus_per_node)
-    timeline = Simulator(workload, gpu, comm, host, layout.gpus_per_domain).run()
+    planner = traffic_planner(spec.system, layout)
+    host = host_cost_model(spec.system)
+    timeline = Simulator(workload, gpu, planner, host).run()
     step = timeline.step_time_s
     parts, compute = breakdown(timeline)
     if spec.microbenchmark is not None:
         return _microbenchmark_result(scenario, timeline, parts, compute)
+    host_link = spec.system.node.gpu.gpu.host_link.type if spec.system.node.gpu.gpu else "c2c"
     tokens_per_s = layout.tokens_per_step / step
     model_flops_per_gpu = workload.model_flops_per_step / step / layout.num_gpus
     peak = gpu.peak_flops[GEMM_DTYPE[spec.training.precision]]
@@ -228,10 +207,10 @@ def simulate(scenario: Scenario) -> Result:
         breakdown_s=parts,
         compute_breakdown_s=compute,
         bottleneck=_bottleneck(parts, compute, step,
-                               {**_group_links(workload, comm), **_host_links(spec, host.link)}),
+                               {**_group_links(workload), **_host_links(spec, host_link)}),
         memory=memory,
-        host=_host_usage(timeline, step, host.link),
-        links=_links(timeline, step),
+        host=host_usage(timeline, step, host_link),
+        links=busiest_links(timeline, step),
         warnings=warnings,
         inputs=_inputs(scenario),
         workload={"rank_classes": len(workload.classes),

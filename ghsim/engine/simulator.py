@@ -1,8 +1,10 @@
 """Replaying a workload on simpy: one process per stream of each rank class.
 
 Each op waits for its dependencies (which include the op before it on its stream), then takes
-the time its cost model gives; transfers on the data-parallel and pipeline streams share the
-rank's links with each other (``SharedLinks``), so overlapping traffic slows down; a pipeline
+the time its cost model gives. Every transfer (collectives on the communication streams,
+pipeline sends, host copies, the host CPU streaming its memory, page migration) is laid on its
+routes by the :class:`TrafficPlanner` and runs as flows in one :class:`FlowNetwork` for the
+whole system, so traffic of every rank class that meets on a link shares it. A pipeline
 ``recv`` completes when the peer stage's matching ``send`` has arrived. Every op's span is kept
 for the timeline and the attribution of the step.
 """
@@ -15,10 +17,11 @@ from typing import Any
 
 import simpy
 
-from ghsim.costmodel.collectives import CommCostModel
 from ghsim.costmodel.gpu import GpuCostModel
 from ghsim.costmodel.host import HostCostModel
-from ghsim.engine.fluid import SharedLinks
+from ghsim.engine.fluid import FlowNetwork
+from ghsim.fabric.sharing import makespan_s
+from ghsim.fabric.traffic import Plan, TrafficPlanner
 from ghsim.workload.ir import Comm, Kernel, Op, RankClass, Step, Workload
 from ghsim.workload.summary import wire_bytes
 
@@ -47,7 +50,8 @@ class ClassTimeline:
     """Per recv op: how long the matching send's transfer took."""
     launch_wait_s: dict[int, float] = field(default_factory=dict)
     """Per op of an imported trace: time its stream sat idle until the CPU launched it."""
-    links: SharedLinks | None = None
+    comm_spans: list[tuple[str, float, float]] = field(default_factory=list)
+    """Tensor- and context-parallel collectives inside compute ops: (group, start, end)."""
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Timeline:
     """The whole simulated step."""
 
     classes: list[ClassTimeline]
+    network: FlowNetwork | None = None
+    gpus_per_node: int = 1
 
     @property
     def step_time_s(self) -> float:
@@ -70,8 +76,8 @@ class SimulationLivelock(RuntimeError):
     """The event loop kept running without finishing the step: a bug, never a user mistake."""
 
 
-_COMM_LINKS = frozenset({"nvlink", "nic"})
-"""Links whose traffic is driven by communication kernels on the SMs (copies use copy engines)."""
+_COMM_TRAFFIC = frozenset({"tp", "cp", "dp", "pp", "embedding"})
+"""Traffic driven by communication kernels on the SMs (copies use copy engines)."""
 
 
 def _category(step: Kernel) -> str:
@@ -85,18 +91,19 @@ def _category(step: Kernel) -> str:
 class Simulator:
     """Simulates one optimizer step of a workload."""
 
-    def __init__(self, workload: Workload, gpu: GpuCostModel, comm: CommCostModel,
-                 host: HostCostModel, gpus_per_domain: int) -> None:
+    def __init__(self, workload: Workload, gpu: GpuCostModel, planner: TrafficPlanner,
+                 host: HostCostModel) -> None:
         self.workload = workload
         self.gpu = gpu
-        self.comm = comm
+        self.planner = planner
         self.host = host
-        self.gpus_per_domain = gpus_per_domain
         self.env = simpy.Environment()
+        self.network = FlowNetwork(self.env, planner.capacity, planner.kinds)
         self.mailbox: dict[tuple[Any, ...], simpy.Event] = {}
         self.arrivals: dict[tuple[Any, ...], int] = {}
         self.arrival_s: dict[tuple[Any, ...], float] = {}
-        self._bodies: dict[int, dict[str, float]] = {}
+        self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[tuple[str, float,
+                                                                            float], ...]]] = {}
         self.timelines = [ClassTimeline(c) for c in workload.classes]
         self.stage_rank = {c.stage: c.first_rank for c in workload.classes}
         self.events = 0
@@ -104,20 +111,34 @@ class Simulator:
 
     # -- costs -----------------------------------------------------------------------------
 
-    def body_parts(self, body: tuple[Step, ...], rank_class: RankClass) -> dict[str, float]:
-        """Seconds by category of a compute op's body (cached: bodies repeat)."""
-        key = id(body)
+    def _inline_s(self, step: Comm, rank_class: RankClass) -> float:
+        """A collective inside a compute op, on its own links (they block the compute stream,
+        so nothing else of the rank runs meanwhile)."""
+        group = rank_class.groups[step.group]
+        plan = self.planner.collective(rank_class, group, step.collective)
+        wire = wire_bytes(step.collective, step.bytes, group.size)
+        return plan.latency_s + makespan_s(plan.flows(wire), self.planner.capacity)
+
+    def body_parts(self, body: tuple[Step, ...], rank_class: RankClass
+                   ) -> tuple[dict[str, float], tuple[tuple[str, float, float], ...]]:
+        """Seconds by category of a compute op's body, and its inline collectives as
+        (group, offset, seconds) (cached: bodies repeat)."""
+        key = (id(body), rank_class.name)
         if key not in self._bodies:
             parts: dict[str, float] = {}
+            comms: list[tuple[str, float, float]] = []
+            offset = 0.0
             for step in body:
                 if isinstance(step, Comm):
-                    group = rank_class.groups[step.group]
-                    seconds = self.comm.collective_s(step.collective, step.bytes, group)
+                    seconds = self._inline_s(step, rank_class)
                     parts[step.group] = parts.get(step.group, 0.0) + seconds
+                    comms.append((step.group, offset, seconds))
                 else:
                     category = _category(step)
-                    parts[category] = parts.get(category, 0.0) + self.gpu.kernel_s(step)
-            self._bodies[key] = parts
+                    seconds = self.gpu.kernel_s(step)
+                    parts[category] = parts.get(category, 0.0) + seconds
+                offset += seconds
+            self._bodies[key] = (parts, tuple(comms))
         return self._bodies[key]
 
     def _rendezvous(self, key: tuple[Any, ...]) -> simpy.Event:
@@ -136,11 +157,18 @@ class Simulator:
 
     # -- processes -------------------------------------------------------------------------
 
-    def _run_op(self, timeline: ClassTimeline, op: Op,
-                done: list[simpy.Event]) -> Generator[simpy.Event, Any, None]:
+    def _flows(self, plan: Plan, nbytes: float, owner: str,
+               traffic: str) -> Generator[simpy.Event, Any, None]:
+        if plan.latency_s:
+            yield self.env.timeout(plan.latency_s)
+        ends = [self.network.transfer(path, part, owner, traffic)
+                for path, part in plan.flows(nbytes)]
+        if ends:
+            yield self.env.all_of(ends)
+
+    def _run_op(self, timeline: ClassTimeline, op: Op) -> Generator[simpy.Event, Any, None]:
         rank_class = timeline.rank_class
-        links = timeline.links
-        assert links is not None
+        owner = rank_class.name
         if op.kind == "recv":
             key = (op.attrs["tag"], op.attrs["peer_stage"])
             yield self._mail(key)
@@ -150,42 +178,53 @@ class Simulator:
             timeline.compute_parts[op.id] = parts
             yield self.env.timeout(op.attrs["measured_s"])
         elif op.kind == "compute":
-            parts = self.body_parts(op.body, rank_class)
+            parts, comms = self.body_parts(op.body, rank_class)
             if "fallback_s" in op.attrs:
                 parts = {**parts, op.attrs["category"]: op.attrs["fallback_s"]}
-            overlap = min(links.busy_for_s(_COMM_LINKS), sum(parts.values()))
+            busy = self.network.busy_for_s(owner, _COMM_TRAFFIC)
+            overlap = min(busy, sum(parts.values()))
             if overlap > 0 and self.gpu.overlap_slowdown:
                 # Communication kernels running beside this op take SMs and memory bandwidth.
                 parts = {**parts, "overlap": overlap * self.gpu.overlap_slowdown}
             timeline.compute_parts[op.id] = parts
+            now = self.env.now
+            timeline.comm_spans.extend((g, now + t, now + t + d) for g, t, d in comms)
             yield self.env.timeout(sum(parts.values()))
         elif op.kind == "collective":
             group = op.attrs.get("replay_group") or rank_class.groups[op.attrs["group"]]
-            channel = self.comm.channel(group, op.attrs["collective"])
+            plan = self.planner.collective(rank_class, group, op.attrs["collective"])
             wire = wire_bytes(op.attrs["collective"], op.bytes, group.size)
-            yield self.env.timeout(channel.latency_s * max(1, (group.size - 1).bit_length()))
-            yield links.transfer(channel.link, wire / channel.busbw_bytes_per_s, wire)
+            yield from self._flows(plan, wire, owner, str(op.attrs.get("group", "tp")))
         elif op.kind == "send":
-            peer = self.stage_rank[op.attrs["peer_stage"]]
-            same = peer // self.gpus_per_domain == rank_class.first_rank // self.gpus_per_domain
-            channel = self.comm.p2p_channel(same)
+            plan = self.planner.send(rank_class, self.stage_rank[op.attrs["peer_stage"]])
             start = self.env.now
-            yield self.env.timeout(channel.latency_s)
-            yield links.transfer(channel.link, op.bytes / channel.busbw_bytes_per_s, op.bytes)
+            yield from self._flows(plan, op.bytes, owner, "pp")
             key = (op.attrs["tag"], rank_class.stage)
             self.arrival_s[key] = self.env.now - start
             self._mail(key).succeed()
         elif op.kind == "copy":
             direction = op.attrs["direction"]
-            seconds = self.host.copy_s(op.bytes, direction, op.attrs.get("access"))
-            yield links.transfer((direction, "host_memory"), seconds, op.bytes)
+            use = op.attrs.get("access") or f"{direction}_copy"
+            toward = "device" if direction == "h2d" else "host"
+            path = self.planner.host(rank_class, toward, use)
+            yield self.network.transfer(path, op.bytes, owner, "offload")
         elif op.kind == "cpu":
-            seconds = self.host.cpu_s(op.flops, op.bytes, op.attrs.get("cores"))
-            yield links.transfer(("cpu", "host_memory"), seconds, op.bytes)
+            seconds = self.host.cpu_compute_s(op.flops, op.attrs.get("cores"),
+                                              self.planner.sharers_of_host(rank_class))
+            if op.bytes <= 0:
+                yield self.env.timeout(seconds)
+            else:
+                cap = op.bytes / seconds if seconds > 0 else float("inf")
+                path = self.planner.host(rank_class, "host", "cpu", cap)
+                yield self.network.transfer(path, op.bytes, owner, "cpu")
         elif op.kind == "migrate":
             moved_in, moved_out = op.attrs["in_bytes"], op.attrs["out_bytes"]
-            seconds = self.host.migrate_s(moved_in, moved_out, op.attrs["faults"])
-            yield links.transfer(("h2d", "d2h", "host_memory"), seconds, moved_in + moved_out)
+            yield self.env.timeout(op.attrs["faults"] * self.host.fault_s)
+            ends = [self.network.transfer(self.planner.host(rank_class, toward, "migration"),
+                                          nbytes, owner, "migration")
+                    for toward, nbytes in (("device", moved_in), ("host", moved_out)) if nbytes]
+            if ends:
+                yield self.env.all_of(ends)
         else:
             raise NotImplementedError(f"the engine cannot run {op.kind!r} ops")
 
@@ -204,7 +243,7 @@ class Simulator:
                 timeline.launch_wait_s[op.id] = launched - self.env.now
                 yield self.env.timeout(launched - self.env.now)  # the CPU had not launched it
             start = self.env.now
-            yield from self._run_op(timeline, op, done)
+            yield from self._run_op(timeline, op)
             timeline.start_of[op.id] = start
             timeline.end_of[op.id] = self.env.now
             timeline.spans.append(Span(op.stream, op.id, start, self.env.now))
@@ -230,7 +269,6 @@ class Simulator:
     def run(self) -> Timeline:
         for timeline in self.timelines:
             rank_class = timeline.rank_class
-            timeline.links = SharedLinks(self.env)
             done = [self.env.event() for _ in rank_class.ops]
             streams: dict[str, list[Op]] = {}
             for op in rank_class.ops:
@@ -238,8 +276,9 @@ class Simulator:
             for ops in streams.values():
                 self.env.process(self._stream(timeline, ops, done))
         self._run_bounded(sum(len(c.ops) for c in self.workload.classes))
+        self.network.finish()
         unfinished = [t.rank_class.name for t in self.timelines
                       if len(t.end_of) != len(t.rank_class.ops)]
         if unfinished:
             raise RuntimeError(f"simulation stalled: {', '.join(unfinished)} did not finish")
-        return Timeline(self.timelines)
+        return Timeline(self.timelines, self.network, self.planner.graph.gpus_per_node)

@@ -179,6 +179,12 @@ class SystemGraph:
 
     def _within_domain(self, src: Endpoint, dst: Endpoint) -> list[Hop]:
         path = self._local_path(src.local, dst.local)
+        if src.node != dst.node:  # another node of the domain: through the domain's switch
+            shared = [n for n, d in self.template.nodes(data=True) if d["scope"] == "domain"]
+            if not shared:
+                raise ValueError(f"{src} and {dst} share a domain but no domain switch")
+            path = (self._local_path(src.local, shared[0])
+                    + self._local_path(shared[0], dst.local)[1:])
         hops, node = [], src.node
         for u, v in pairwise(path):
             u_id = self._instance(u, node)

@@ -3,7 +3,8 @@
 Node ids are local names (``gpu0``, ``hbm0``, ``cpu1``, ``lpddr1``, ``nic3``, ``nvswitch``);
 every node has ``kind``, ``scope`` (``node`` or ``domain``) and ``count`` (instances per node or
 per domain). Edges are directed links with ``kind``, ``bandwidth_bytes_per_s`` (peak, that
-direction), ``latency_s`` and ``measured_bytes_per_s`` (what measurements achieved, by use).
+direction), ``latency_s`` and ``measured_bytes_per_s`` (what measurements achieved, by use: each
+part's measured efficiency times this link's capacity, so they follow an overridden capacity).
 """
 
 from __future__ import annotations
@@ -25,10 +26,6 @@ def memory_kind(memory: MemorySpec) -> str:
     return _MEMORY_KIND[memory.type]
 
 
-def _gb_s(value: float | None) -> float | None:
-    return None if value is None else units.gb_s_to_bytes_per_s(value)
-
-
 def _link(graph: nx.MultiDiGraph, u: str, v: str, kind: str, bandwidth: float,
           latency_s: float = 0.0, measured: dict[str, float | None] | None = None) -> None:
     """Add one directed link; ``measured`` holds what measurements achieved on it, by use."""
@@ -47,18 +44,18 @@ def _add_memory(graph: nx.MultiDiGraph, owner: str, index: int, memory: MemorySp
     )
     peak = memory.peak_bandwidth_bytes_per_s
     latency = (memory.latency_ns or 0.0) * units.NS
-    stream = _gb_s(memory.stream_bandwidth_gb_s)
+    stream = memory.rate_bytes_per_s("stream")
     _link(graph, mem, owner, "memory", peak, latency,
-          {"access": _gb_s(memory.read_bandwidth_gb_s), "stream": stream})
+          {"access": memory.rate_bytes_per_s("read"), "stream": stream})
     _link(graph, owner, mem, "memory", peak, 0.0,
-          {"access": _gb_s(memory.write_bandwidth_gb_s), "stream": stream})
+          {"access": memory.rate_bytes_per_s("write"), "stream": stream})
     return mem
 
 
 def _gpu_attrs(gpu: GpuSpec, name: str) -> dict[str, Any]:
     return {
         "kind": "gpu", "scope": "node", "count": 1, "part": name, "sms": gpu.compute.sms,
-        "peak_flops": {k: units.tflops_to_flops(v) for k, v in gpu.compute.peak_tflops.items()},
+        "peak_flops": gpu.compute.peak_flops_per_s(),
     }
 
 
@@ -77,9 +74,11 @@ def _host_link(graph: nx.MultiDiGraph, gpu: str, cpu: str, link: HostLinkSpec,
     to_gpu_ns = (link.gpu_host_latency_ns or 0.0) - (cpu_mem.latency_ns or 0.0)
     to_cpu_ns = (link.cpu_device_latency_ns or 0.0) - (gpu_mem.latency_ns or 0.0)
     _link(graph, cpu, gpu, link.type, bandwidth, max(0.0, to_gpu_ns) * units.NS,
-          {"copy": _gb_s(link.h2d_copy_gb_s), "access": _gb_s(link.gpu_read_host_gb_s)})
+          {"copy": link.rate_bytes_per_s("h2d_copy"),
+           "access": link.rate_bytes_per_s("gpu_read_host")})
     _link(graph, gpu, cpu, link.type, bandwidth, max(0.0, to_cpu_ns) * units.NS,
-          {"copy": _gb_s(link.d2h_copy_gb_s), "access": _gb_s(link.cpu_read_device_gb_s)})
+          {"copy": link.rate_bytes_per_s("d2h_copy"),
+           "access": link.rate_bytes_per_s("cpu_read_device")})
 
 
 def _nvlink(graph: nx.MultiDiGraph, system: SystemSpec, gpu: GpuSpec) -> None:
@@ -88,8 +87,8 @@ def _nvlink(graph: nx.MultiDiGraph, system: SystemSpec, gpu: GpuSpec) -> None:
     if node.nvlink.topology == "none" or nvlink is None:
         return
     per_link = units.gb_s_to_bytes_per_s(nvlink.link_bandwidth_gb_s)
-    measured = {"collective": _gb_s(nvlink.nccl_busbw_gb_s),
-                "allreduce_nvls": _gb_s(nvlink.nvls_allreduce_busbw_gb_s)}
+    measured = {"collective": nvlink.nccl_busbw_bytes_per_s(),
+                "allreduce_nvls": nvlink.nvls_busbw_bytes_per_s()}
     if node.nvlink.topology == "switch":
         scope = "domain" if system.nvlink_domain.nodes > 1 else "node"
         switches = system.nvlink_domain.switches if scope == "domain" else node.nvlink.switches

@@ -47,8 +47,9 @@ def source_gpu(device: str, precision: str) -> SourceGpu | None:
             gpu = load_hardware(part).gpu
             assert gpu is not None
             dtype = GEMM_DTYPE[precision]
-            peak = gpu.compute.peak_tflops.get(dtype, gpu.compute.peak_tflops.get("bf16", 1.0))  # type: ignore[call-overload]
-            return SourceGpu(peak * 1e12, gpu.memory.peak_bandwidth_gb_s * 1e9)
+            peaks = gpu.compute.peak_flops_per_s()
+            peak = peaks.get(dtype, peaks.get("bf16", 1e12))
+            return SourceGpu(peak, gpu.memory.peak_bandwidth_bytes_per_s)
     return None
 
 
@@ -98,8 +99,8 @@ def replay_workload(scenario: Scenario, document: dict[str, Any], mode: str) -> 
     group = Group("tp", size, math.ceil(size / per_node),
                   math.ceil(size / scenario.layout.gpus_per_domain), 1)
     dtype = GEMM_DTYPE[spec.training.precision]
-    target = SourceGpu(gpu.compute.peak_tflops[dtype] * 1e12,  # type: ignore[index]
-                       gpu.memory.peak_bandwidth_gb_s * 1e9)
+    target = SourceGpu(gpu.compute.peak_flops_per_s()[dtype],
+                       gpu.memory.peak_bandwidth_bytes_per_s)
     classes, fallback, total = [], 0.0, 0.0
     for index, rank in enumerate(ranks):
         events = events_of(rank)

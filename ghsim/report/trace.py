@@ -1,5 +1,6 @@
-"""Chrome / Perfetto trace of a simulated step: one process per rank class, one track per stream
-and one per shared link of the rank (the transfers it carried, overlapping when they share it).
+"""Chrome / Perfetto trace of a simulated step: one process per rank class with one track per
+stream and one for the tensor-parallel collectives inside compute ops, and one counter track
+per busy link of the system (its utilization over time).
 
 Open ``trace.json`` in ui.perfetto.dev or chrome://tracing. Times are microseconds.
 """
@@ -13,19 +14,31 @@ from ghsim.engine.simulator import ClassTimeline, Timeline
 _STREAM_ORDER = ("compute", "tp", "cp", "dp", "pp_send", "pp_recv", "pp_embedding")
 
 
-def _link_tracks(cls: ClassTimeline, pid: int, first_tid: int) -> list[dict[str, Any]]:
-    """One track per shared link of the rank (NVLink, NIC): the transfers it carried."""
-    if cls.links is None:
+def _comm_track(cls: ClassTimeline, pid: int, tid: int) -> list[dict[str, Any]]:
+    """One track with a slice for every tensor- or context-parallel collective the compute
+    stream ran inside its ops."""
+    if not cls.comm_spans:
         return []
-    links = sorted({link for link, *_ in cls.links.transfers})
-    events: list[dict[str, Any]] = []
-    for offset, link in enumerate(links):
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": first_tid + offset,
-                       "args": {"name": f"link {link}"}})
-    for link, start, end, nbytes in cls.links.transfers:
-        events.append({"ph": "X", "name": f"{link} transfer", "cat": "link", "pid": pid,
-                       "tid": first_tid + links.index(link), "ts": start * 1e6,
-                       "dur": (end - start) * 1e6, "args": {"bytes": nbytes}})
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                                     "args": {"name": "tp/cp collectives (on compute)"}}]
+    for group, start, end in cls.comm_spans:
+        events.append({"ph": "X", "name": f"{group} collective", "cat": group, "pid": pid,
+                       "tid": tid, "ts": start * 1e6, "dur": (end - start) * 1e6})
+    return events
+
+
+def _link_counters(timeline: Timeline, pid: int, limit: int = 24) -> list[dict[str, Any]]:
+    """One counter track per busy link (its utilization over time), the busiest first."""
+    network = timeline.network
+    if network is None:
+        return []
+    busy = sorted((u.load_s, name) for name, u in network.usage.items() if u.load_s > 0)
+    events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": pid,
+                                     "args": {"name": "links (utilization)"}}]
+    for _, name in reversed(busy[-limit:]):
+        for when, level in network.usage[name].samples:
+            events.append({"ph": "C", "name": name, "pid": pid, "ts": when * 1e6,
+                           "args": {"utilization": round(level, 4)}})
     return events
 
 
@@ -55,5 +68,6 @@ def chrome_trace(timeline: Timeline) -> dict[str, Any]:
             events.append({"ph": "X", "name": op.name, "cat": op.kind, "pid": pid,
                            "tid": tids[span.stream], "ts": span.start * 1e6,
                            "dur": (span.end - span.start) * 1e6, "args": args})
-        events.extend(_link_tracks(cls, pid, len(tids)))
+        events.extend(_comm_track(cls, pid, len(tids)))
+    events.extend(_link_counters(timeline, len(timeline.classes)))
     return {"traceEvents": events, "displayTimeUnit": "ms"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ghsim.config import Scenario
-from ghsim.config.schema import DocumentSpec, HardwareSpec, ModelSpec, SystemSpec
+from ghsim.config.schema import DocumentSpec, HardwareSpec, MemorySpec, ModelSpec, SystemSpec
+from ghsim.config.schema.hardware import HOST_LINK_USES, MEMORY_USES
 from ghsim.config.schema.validation import ValidationPointsSpec
 from ghsim.hardware import SystemGraph, SystemTotals, build_graph, system_totals
 from ghsim.version import __version__
@@ -119,8 +120,49 @@ def workload_view_of(scenario: Scenario) -> dict[str, Any]:
     return workload_view(lower(scenario), gpu.memory.capacity_bytes)
 
 
+def _memory_rates(memory: MemorySpec) -> dict[str, float]:
+    rates = {"peak": memory.peak_bandwidth_bytes_per_s}
+    for use in MEMORY_USES:
+        rate = memory.rate_bytes_per_s(use)
+        if rate is not None:
+            rates[use] = rate
+    return rates
+
+
+def rates_view(part: HardwareSpec) -> dict[str, Any]:
+    """The rates a part's file gives, in SI: each physical capacity times its efficiencies."""
+    if part.gpu is not None:
+        gpu = part.gpu
+        link = {"peak": gpu.host_link.bandwidth_bytes_per_s}
+        for use in HOST_LINK_USES:
+            rate = gpu.host_link.rate_bytes_per_s(use)
+            if rate is not None:
+                link[use] = rate
+        view: dict[str, Any] = {"peak_flops_per_s": gpu.compute.peak_flops_per_s(),
+                                "memory_bytes_per_s": _memory_rates(gpu.memory),
+                                "host_link_bytes_per_s": link}
+        if gpu.nvlink is not None:
+            nvlink = {"peak": gpu.nvlink.bandwidth_bytes_per_s,
+                      "nccl_busbw": gpu.nvlink.nccl_busbw_bytes_per_s(),
+                      "nvls_busbw": gpu.nvlink.nvls_busbw_bytes_per_s()}
+            view["nvlink_bytes_per_s"] = {k: v for k, v in nvlink.items() if v is not None}
+        if gpu.migration_bytes_per_s() is not None:
+            view["migration_bytes_per_s"] = gpu.migration_bytes_per_s()
+        return view
+    if part.cpu is not None:
+        compute = part.cpu.compute
+        return {"peak_flops_per_s": {d: compute.peak_flops(d)
+                                     for d in compute.flops_per_cycle_per_core},
+                "memory_bytes_per_s": _memory_rates(part.cpu.memory)}
+    assert part.nic is not None
+    nic = {"line_rate": part.nic.bandwidth_bytes_per_s,
+           "nccl_busbw": part.nic.nccl_busbw_bytes_per_s()}
+    return {"nic_bytes_per_s": {k: v for k, v in nic.items() if v is not None}}
+
+
 def hardware_view(part: HardwareSpec) -> dict[str, Any]:
-    return {"kind": "hardware", **part.model_dump(exclude={"schema_version", "kind"})}
+    return {"kind": "hardware", **part.model_dump(exclude={"schema_version", "kind"}),
+            "rates": rates_view(part)}
 
 
 def points_view(points: ValidationPointsSpec) -> dict[str, Any]:

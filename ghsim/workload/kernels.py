@@ -35,10 +35,15 @@ def _eltwise(name: str, elements: int, s: LayerShapes, reads: int = 1, writes: i
 
 
 def _fp8_cast(name: str, elements: int, s: LayerShapes) -> list[Step]:
-    """FP8 recipes quantize each GEMM input (read BF16, write FP8, track amax)."""
+    """FP8 recipes quantize each GEMM input: Transformer Engine reads it in BF16 and writes it
+    in FP8 twice, row-wise for this GEMM and transposed (column-wise) for the weight-gradient
+    GEMM of the backward pass, since Hopper's FP8 GEMMs take only the TN layout
+    (NVIDIA/TransformerEngine ``fused_cast_transpose``: ``input_cast`` and
+    ``input_transpose``; ``quantize`` with ``columnwise_usage`` in training)."""
     if not s.fp8:
         return []
-    return [Kernel(f"{name}.fp8_cast", 0.0, elements * (s.act_bytes + 1), "bf16", (elements,))]
+    return [Kernel(f"{name}.fp8_cast_transpose", 0.0, elements * (s.act_bytes + 2), "bf16",
+                   (elements,))]
 
 
 def _tp(name: str, collective: str, s: LayerShapes) -> list[Step]:

@@ -6,7 +6,7 @@ infinity, and is frozen: validated input data is never modified after load.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,6 +25,28 @@ class Spec(BaseModel):
         populate_by_name=False,
     )
 
+    ALTERNATIVES: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """Pairs of keys that give one quantity two ways (a measured absolute rate and its
+    efficiency of a physical capacity). A document gives at most one key of each pair; an
+    override of one key replaces the other key of its pair where a file gave it."""
+
+    @classmethod
+    def alternative(cls, key: str) -> str | None:
+        """The other key of ``key``'s pair in :attr:`ALTERNATIVES`, if it has one."""
+        for first, second in cls.ALTERNATIVES:
+            if key == first:
+                return second
+            if key == second:
+                return first
+        return None
+
+    def _derive(self, name: str, value: Any) -> None:
+        """Fill a field from others in an ``after`` validator (the spec is frozen otherwise).
+
+        The field is not marked as set, so ``model_dump(exclude_unset=True)`` gives back what
+        the user wrote, and validating that again derives the same value."""
+        object.__setattr__(self, name, value)
+
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
@@ -36,8 +58,9 @@ Fraction = Annotated[float, Field(gt=0, le=1)]
 Name = Annotated[str, Field(min_length=1)]
 
 Sources = dict[str, Name]
-"""Citations: a dotted key path inside the file (``memory``, ``gpu.peak_tflops.bf16``) mapped to
-the source of the numbers under it. Every number in a shipped file is covered by one entry."""
+"""Citations: a dotted key path inside the file (``gpu.memory``, ``gpu.memory.stream_efficiency``)
+mapped to the source of the numbers under it. Every number in a shipped file is covered by one
+entry."""
 
 
 class DocumentSpec(Spec):

@@ -1,13 +1,17 @@
 """``kind: hardware``: one chip per file (a GPU, a CPU, or a NIC) with cited numbers.
 
-Units are in the key names and converted to SI by the properties at the bottom of each class.
+Units are in the key names and converted to SI by the properties and methods of each class.
+Every rate the simulator uses is a physical capacity times a measured efficiency: a file gives
+the efficiency (``stream_efficiency`` of ``peak_bandwidth_gb_s``), or the measured absolute rate
+(``stream_bandwidth_gb_s``), which validation turns into the efficiency of the capacity in the
+same document. So an override of a capacity moves every rate given as an efficiency of it.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ghsim import units
 from ghsim.config.schema.base import (
@@ -21,36 +25,120 @@ from ghsim.config.schema.base import (
 )
 
 Dtype = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
+MemoryUse = Literal["read", "write", "stream", "elementwise", "softmax"]
+HostLinkUse = Literal["h2d_copy", "d2h_copy", "gpu_read_host", "gpu_write_host",
+                      "cpu_read_device", "cpu_write_device"]
+SharpFraction = Annotated[float, Field(gt=0, le=2)]
+"""An efficiency that may exceed 1: NVLink SHARP reduces in the switch, so its bus bandwidth can
+be above the links' own."""
+
+MEMORY_USES: tuple[MemoryUse, ...] = ("read", "write", "stream", "elementwise", "softmax")
+HOST_LINK_USES: tuple[HostLinkUse, ...] = ("h2d_copy", "d2h_copy", "gpu_read_host",
+                                           "gpu_write_host", "cpu_read_device",
+                                           "cpu_write_device")
+
+
+def _pinned(what: str, efficiency: str, capacity: str) -> str:
+    """The description of a measured absolute rate that stands beside its efficiency."""
+    return (f"{what}: a measured absolute rate; converted at load into {efficiency} of "
+            f"{capacity}, so it stays fixed when that capacity is changed — give {efficiency} "
+            "instead to let it follow the hardware.")
+
+
+def _efficiency(what: str, capacity: str, cap: str = "0 < x <= 1") -> str:
+    return (f"{what}, as a fraction of {capacity} ({cap}): the rate is this times {capacity}, "
+            "so it follows that capacity when it is overridden.")
+
+
+def _not_both(cls: type[Spec], value: Any, info: ValidationInfo) -> Any:
+    """A field validator of an efficiency: its absolute alternative must not be given too."""
+    name = info.field_name
+    assert name is not None
+    other = cls.alternative(name)
+    if value is not None and other is not None and info.data.get(other) is not None:
+        raise ValueError(f"give one of {other} or {name}, not both")
+    return value
+
+
+def _to_efficiency(spec: Spec, absolute: str, efficiency: str, capacity_gb_s: float,
+                   capacity: str, most: float = 1.0) -> None:
+    """Turn the measured absolute rate ``absolute`` (GB/s), if given, into ``efficiency``."""
+    rate = getattr(spec, absolute)
+    if rate is None:
+        return
+    value = rate / capacity_gb_s
+    if value > most:
+        bound = "more than" if most == 1.0 else f"more than {most:g} x"
+        raise ValueError(
+            f"{absolute} = {rate:g} GB/s is {bound} {capacity} = {capacity_gb_s:g} GB/s; "
+            f"raise {capacity} too, or give {efficiency}"
+        )
+    spec._derive(efficiency, value)
 
 
 class MemorySpec(Spec):
     """A memory attached to a chip (HBM on a GPU, LPDDR5X or DDR on a CPU)."""
 
+    ALTERNATIVES = tuple((f"{use}_bandwidth_gb_s", f"{use}_efficiency") for use in MEMORY_USES)
+
     type: Literal["hbm2e", "hbm3", "hbm3e", "lpddr5x", "ddr4", "ddr5"]
     capacity_gib: PositiveFloat
-    usable_capacity_gib: PositiveFloat | None = None
-    peak_bandwidth_gb_s: PositiveFloat
-    read_bandwidth_gb_s: PositiveFloat | None = Field(
-        default=None, description="Measured read bandwidth by the chip that owns the memory."
+    usable_capacity_gib: PositiveFloat | None = Field(
+        default=None, description="What software can allocate (HBM less what the driver keeps, "
+        "or the memory the OS leaves free); capacity_bytes, and so every memory budget, uses it "
+        "in place of capacity_gib when given.",
     )
-    write_bandwidth_gb_s: PositiveFloat | None = None
-    stream_bandwidth_gb_s: PositiveFloat | None = Field(
-        default=None, description="Measured or vendor-expected STREAM TRIAD bandwidth."
+    peak_bandwidth_gb_s: PositiveFloat = Field(
+        description="Peak bandwidth of the memory (datasheet): the capacity every *_efficiency "
+        "of this memory multiplies."
     )
-    elementwise_bandwidth_gb_s: PositiveFloat | None = Field(
-        default=None, description="Bandwidth element-wise and normalization kernels reach in "
-        "training (measured), below STREAM because they are short and irregular.",
+    read_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured read bandwidth by the chip that owns the memory", "read_efficiency",
+        "peak_bandwidth_gb_s"))
+    write_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured write bandwidth by the chip that owns the memory", "write_efficiency",
+        "peak_bandwidth_gb_s"))
+    stream_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured or vendor-expected STREAM TRIAD bandwidth", "stream_efficiency",
+        "peak_bandwidth_gb_s"))
+    elementwise_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Bandwidth element-wise and normalization kernels reach in training (measured), below "
+        "STREAM because they are short and irregular", "elementwise_efficiency",
+        "peak_bandwidth_gb_s"))
+    softmax_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Bandwidth an unfused scale-mask-softmax over attention scores reaches in training "
+        "(measured)", "softmax_efficiency", "peak_bandwidth_gb_s"))
+    read_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Read bandwidth the owning chip reaches", "peak_bandwidth_gb_s"))
+    write_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Write bandwidth the owning chip reaches", "peak_bandwidth_gb_s"))
+    stream_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "STREAM TRIAD bandwidth", "peak_bandwidth_gb_s"))
+    elementwise_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Bandwidth element-wise and normalization kernels reach in training",
+        "peak_bandwidth_gb_s"))
+    softmax_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Bandwidth an unfused scale-mask-softmax reaches in training", "peak_bandwidth_gb_s"))
+    latency_ns: PositiveFloat | None = Field(
+        default=None, description="Load latency of the owning chip (pointer chase). Enters "
+        "the node graph's route latencies: it is the latency of the memory's link to its chip, "
+        "and it is subtracted from the host link's remote-load latencies so that a route "
+        "reproduces those measurements.",
     )
-    softmax_bandwidth_gb_s: PositiveFloat | None = Field(
-        default=None, description="Bandwidth an unfused scale-mask-softmax over attention "
-        "scores reaches in training (measured).",
-    )
-    latency_ns: PositiveFloat | None = None
+
+    _alone = field_validator(*(e for _, e in ALTERNATIVES))(classmethod(_not_both))
 
     @model_validator(mode="after")
     def _usable_within_capacity(self) -> MemorySpec:
         if self.usable_capacity_gib is not None and self.usable_capacity_gib > self.capacity_gib:
             raise ValueError("usable_capacity_gib must not exceed capacity_gib")
+        return self
+
+    @model_validator(mode="after")
+    def _efficiencies(self) -> MemorySpec:
+        for absolute, efficiency in self.ALTERNATIVES:
+            _to_efficiency(self, absolute, efficiency, self.peak_bandwidth_gb_s,
+                           "peak_bandwidth_gb_s")
         return self
 
     @property
@@ -62,17 +150,48 @@ class MemorySpec(Spec):
     def peak_bandwidth_bytes_per_s(self) -> float:
         return units.gb_s_to_bytes_per_s(self.peak_bandwidth_gb_s)
 
+    def rate_bytes_per_s(self, kind: MemoryUse) -> float | None:
+        """What ``kind`` of access reaches: its efficiency times the peak bandwidth, in B/s;
+        None when the file gives neither the efficiency nor the absolute rate."""
+        efficiency: float | None = getattr(self, f"{kind}_efficiency")
+        return None if efficiency is None else efficiency * self.peak_bandwidth_bytes_per_s
+
 
 class GpuComputeSpec(Spec):
-    """The GPU's compute: SMs, clocks and dense peak throughput per dtype."""
+    """The GPU's compute: SMs, clocks and dense FLOP per clock per SM, per dtype."""
 
-    architecture: Name
-    sms: PositiveInt
-    clock_ghz: PositiveFloat
-    max_clock_ghz: PositiveFloat | None = None
-    l2_cache_mb: PositiveFloat | None = None
-    copy_engines: PositiveInt | None = None
-    peak_tflops: dict[Dtype, PositiveFloat] = Field(description="Dense peak TFLOP/s per dtype.")
+    ALTERNATIVES = (("peak_tflops", "flops_per_clock_per_sm"),)
+
+    architecture: Name = Field(description="Informational: a label; no rate depends on it "
+                               "(what a GPU computes, and how fast, is flops_per_clock_per_sm).")
+    sms: PositiveInt = Field(description="SMs enabled; peak FLOP/s = sms x clock_ghz x "
+                             "flops_per_clock_per_sm, and GEMMs run in waves of one tile per SM.")
+    clock_ghz: PositiveFloat = Field(description="The clock the dense peaks (and so the measured "
+                                     "efficiencies) refer to; peak FLOP/s scale with it.")
+    max_clock_ghz: PositiveFloat | None = Field(
+        default=None, description="Maximum boost clock. Informational: peak FLOP/s derive from "
+        "clock_ghz, the clock the datasheet peaks are quoted at; nothing reads the boost clock.",
+    )
+    l2_cache_mb: PositiveFloat | None = Field(
+        default=None, description="Informational: the cost model has no cache model; GEMM "
+        "efficiencies are measured with the cache in place.",
+    )
+    copy_engines: PositiveInt | None = Field(
+        default=None, description="Informational: copies are costed from the host link's "
+        "measured h2d_copy / d2h_copy efficiencies, which include the copy engines; their "
+        "number is not modelled.",
+    )
+    peak_tflops: dict[Dtype, PositiveFloat] | None = Field(
+        default=None, description="Dense peak TFLOP/s per dtype: a measured absolute rate; "
+        "converted at load into flops_per_clock_per_sm of sms x clock_ghz, so it stays fixed "
+        "when that capacity is changed — give flops_per_clock_per_sm instead to let it follow "
+        "the hardware. Each dtype is given here or in flops_per_clock_per_sm, not both.",
+    )
+    flops_per_clock_per_sm: dict[Dtype, PositiveFloat] = Field(
+        default_factory=dict, description="Dense FLOP per clock per SM, per dtype (Hopper BF16: "
+        "4096): peak FLOP/s = this x sms x clock_ghz, so the peak follows sms and clock_ghz "
+        "when they are overridden.",
+    )
     gemm_efficiency: dict[Dtype, Fraction] = Field(
         default_factory=dict,
         description="Measured fraction of the dense peak that large GEMMs reach, per dtype.",
@@ -102,82 +221,202 @@ class GpuComputeSpec(Spec):
         default=None, description="Time between back-to-back kernels on one stream."
     )
 
+    @field_validator("flops_per_clock_per_sm")
+    @classmethod
+    def _dtype_given_once(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        both = [dtype for dtype in value if dtype in (info.data.get("peak_tflops") or {})]
+        if both:
+            raise ValueError(f"give one of peak_tflops.{both[0]} or "
+                             f"flops_per_clock_per_sm.{both[0]}, not both")
+        return value
+
     @model_validator(mode="after")
-    def _needs_fp32(self) -> GpuComputeSpec:
-        if "fp32" not in self.peak_tflops:
-            raise ValueError("peak_tflops must list at least fp32")
+    def _per_clock(self) -> GpuComputeSpec:
+        if not self.peak_tflops and not self.flops_per_clock_per_sm:
+            raise ValueError("give one of peak_tflops or flops_per_clock_per_sm")
+        clocks = self.sms * self.clock_ghz * units.GHZ
+        per_clock = dict(self.flops_per_clock_per_sm)
+        for dtype, tflops in (self.peak_tflops or {}).items():
+            per_clock[dtype] = units.tflops_to_flops(tflops) / clocks
+        self._derive("flops_per_clock_per_sm", per_clock)
+        if "fp32" not in per_clock:
+            raise ValueError("peak_tflops or flops_per_clock_per_sm must list at least fp32")
         return self
+
+    def peak_flops_per_s(self) -> dict[str, float]:
+        """Dense peak FLOP/s per dtype: flops_per_clock_per_sm x sms x clock_ghz."""
+        clocks = self.sms * self.clock_ghz * units.GHZ
+        return {dtype: per_clock * clocks
+                for dtype, per_clock in self.flops_per_clock_per_sm.items()}
 
 
 class NvlinkSpec(Spec):
     """The GPU's NVLink ports and what NCCL achieves on them."""
 
-    generation: PositiveInt
+    ALTERNATIVES = (("nccl_busbw_gb_s", "nccl_efficiency"),
+                    ("nvls_allreduce_busbw_gb_s", "nvls_allreduce_efficiency"))
+
+    generation: PositiveInt = Field(description="Informational: the speed of a generation is "
+                                    "in link_bandwidth_gb_s; nothing reads the number.")
     links: PositiveInt
-    link_bandwidth_gb_s: PositiveFloat = Field(description="Per link, per direction.")
+    link_bandwidth_gb_s: PositiveFloat = Field(
+        description="Per link, per direction; links x link_bandwidth_gb_s is the capacity the "
+        "NVLink efficiencies multiply."
+    )
     nccl_link_bandwidth_gb_s: PositiveFloat | None = Field(
-        default=None, description="NCCL's modelled per-link bandwidth."
+        default=None, description="NCCL's modelled per-link bandwidth (its topology tables). "
+        "Informational: collectives are costed from nccl_efficiency, measured, not from NCCL's "
+        "own model.",
     )
-    nccl_busbw_gb_s: PositiveFloat | None = Field(
-        default=None, description="Measured NCCL bus bandwidth per GPU (ring, non-SHARP)."
-    )
-    nvls_allreduce_busbw_gb_s: PositiveFloat | None = Field(
-        default=None, description="Measured NCCL all-reduce bus bandwidth with NVLink SHARP."
-    )
+    nccl_busbw_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured NCCL bus bandwidth per GPU (ring, non-SHARP)", "nccl_efficiency",
+        "links x link_bandwidth_gb_s"))
+    nvls_allreduce_busbw_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured NCCL all-reduce bus bandwidth with NVLink SHARP", "nvls_allreduce_efficiency",
+        "links x link_bandwidth_gb_s"))
+    nccl_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "NCCL bus bandwidth per GPU (ring, non-SHARP)", "links x link_bandwidth_gb_s"))
+    nvls_allreduce_efficiency: SharpFraction | None = Field(default=None, description=_efficiency(
+        "NCCL all-reduce bus bandwidth with NVLink SHARP", "links x link_bandwidth_gb_s",
+        "0 < x <= 2: the switch reduces, so it may exceed 1"))
     collective_latency_us: PositiveFloat | None = Field(
         default=None,
         description="Per-step latency (alpha) of a collective over NVLink; not a wire latency.",
     )
+
+    _alone = field_validator("nccl_efficiency", "nvls_allreduce_efficiency")(
+        classmethod(_not_both))
+
+    @model_validator(mode="after")
+    def _efficiencies(self) -> NvlinkSpec:
+        capacity = self.links * self.link_bandwidth_gb_s
+        name = "links x link_bandwidth_gb_s"
+        _to_efficiency(self, "nccl_busbw_gb_s", "nccl_efficiency", capacity, name)
+        _to_efficiency(self, "nvls_allreduce_busbw_gb_s", "nvls_allreduce_efficiency",
+                       capacity, name, most=2.0)
+        return self
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
         """All links together, per direction."""
         return units.gb_s_to_bytes_per_s(self.links * self.link_bandwidth_gb_s)
 
+    def nccl_busbw_bytes_per_s(self) -> float | None:
+        """NCCL bus bandwidth per GPU (ring, non-SHARP) in B/s, or None if not given."""
+        eff = self.nccl_efficiency
+        return None if eff is None else eff * self.bandwidth_bytes_per_s
+
+    def nvls_busbw_bytes_per_s(self) -> float | None:
+        """NCCL all-reduce bus bandwidth with NVLink SHARP in B/s, or None if not given."""
+        eff = self.nvls_allreduce_efficiency
+        return None if eff is None else eff * self.bandwidth_bytes_per_s
+
 
 class HostLinkSpec(Spec):
     """The link between a GPU and its CPU: NVLink-C2C (GH200) or PCIe (DGX)."""
 
+    ALTERNATIVES = tuple((f"{use}_gb_s", f"{use}_efficiency") for use in HOST_LINK_USES)
+
     type: Literal["c2c", "pcie"]
-    generation: PositiveInt | None = None
-    bandwidth_gb_s: PositiveFloat = Field(description="Peak, per direction.")
-    coherent: bool = False
-    h2d_copy_gb_s: PositiveFloat | None = Field(default=None, description="Measured memcpy.")
-    d2h_copy_gb_s: PositiveFloat | None = None
-    gpu_read_host_gb_s: PositiveFloat | None = Field(
-        default=None, description="Measured GPU kernel reading host memory in place."
+    generation: PositiveInt | None = Field(
+        default=None, description="Informational: the PCIe generation's speed is in "
+        "bandwidth_gb_s; nothing reads the number.",
     )
-    gpu_write_host_gb_s: PositiveFloat | None = None
-    cpu_read_device_gb_s: PositiveFloat | None = Field(
-        default=None, description="Measured CPU reading GPU memory in place."
+    bandwidth_gb_s: PositiveFloat = Field(
+        description="Peak, per direction: the capacity every *_efficiency of this link "
+        "multiplies (and of unified-memory migration)."
     )
-    cpu_write_device_gb_s: PositiveFloat | None = None
+    coherent: bool = Field(
+        default=False, description="Whether the link is hardware-coherent (ATS). Informational: "
+        "routes follow the link type (a GPU forwards between NVLink and its host link over c2c, "
+        "never over pcie) and page migration follows unified_memory; nothing reads the flag.",
+    )
+    h2d_copy_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured host-to-device memcpy", "h2d_copy_efficiency", "bandwidth_gb_s"))
+    d2h_copy_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured device-to-host memcpy", "d2h_copy_efficiency", "bandwidth_gb_s"))
+    gpu_read_host_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured GPU kernel reading host memory in place", "gpu_read_host_efficiency",
+        "bandwidth_gb_s"))
+    gpu_write_host_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured GPU kernel writing host memory in place", "gpu_write_host_efficiency",
+        "bandwidth_gb_s"))
+    cpu_read_device_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured CPU reading GPU memory in place", "cpu_read_device_efficiency",
+        "bandwidth_gb_s"))
+    cpu_write_device_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured CPU writing GPU memory in place", "cpu_write_device_efficiency",
+        "bandwidth_gb_s"))
+    h2d_copy_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Host-to-device memcpy", "bandwidth_gb_s"))
+    d2h_copy_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Device-to-host memcpy", "bandwidth_gb_s"))
+    gpu_read_host_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "GPU kernel reading host memory in place", "bandwidth_gb_s"))
+    gpu_write_host_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "GPU kernel writing host memory in place", "bandwidth_gb_s"))
+    cpu_read_device_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "CPU reading GPU memory in place", "bandwidth_gb_s"))
+    cpu_write_device_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "CPU writing GPU memory in place", "bandwidth_gb_s"))
     gpu_host_latency_ns: PositiveFloat | None = Field(
-        default=None, description="GPU load from host memory."
+        default=None, description="GPU load from host memory. Enters the node graph's route "
+        "latencies: the CPU -> GPU link's latency is this less the host memory's latency_ns.",
     )
     cpu_device_latency_ns: PositiveFloat | None = Field(
-        default=None, description="CPU load from GPU memory."
+        default=None, description="CPU load from GPU memory. Enters the node graph's route "
+        "latencies: the GPU -> CPU link's latency is this less the GPU memory's latency_ns.",
     )
+
+    _alone = field_validator(*(e for _, e in ALTERNATIVES))(classmethod(_not_both))
+
+    @model_validator(mode="after")
+    def _efficiencies(self) -> HostLinkSpec:
+        for absolute, efficiency in self.ALTERNATIVES:
+            _to_efficiency(self, absolute, efficiency, self.bandwidth_gb_s, "bandwidth_gb_s")
+        return self
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return units.gb_s_to_bytes_per_s(self.bandwidth_gb_s)
 
+    def rate_bytes_per_s(self, kind: HostLinkUse) -> float | None:
+        """What ``kind`` of transfer reaches: its efficiency times the link's bandwidth per
+        direction, in B/s; None when the file gives neither the efficiency nor the rate."""
+        efficiency: float | None = getattr(self, f"{kind}_efficiency")
+        return None if efficiency is None else efficiency * self.bandwidth_bytes_per_s
+
 
 class UnifiedMemorySpec(Spec):
     """How the driver manages unified (managed) memory on this GPU."""
 
+    ALTERNATIVES = (("migration_bandwidth_gb_s", "migration_efficiency"),)
+
     gpu_page_mib: PositiveFloat = Field(description="GPU page-table page size.")
-    system_page_kib: PositiveFloat = Field(description="CPU (system) page size.")
+    system_page_kib: PositiveFloat = Field(
+        description="CPU (system) page size. Informational: migration moves GPU pages "
+        "(gpu_page_mib); nothing reads the system page size."
+    )
     access_counter_threshold: PositiveInt | None = Field(
         default=None, description="Remote accesses to a region before it migrates "
-        "(access-counter migration; ATS systems).",
+        "(access-counter migration; ATS systems). Informational: migration is modelled as "
+        "fault-driven; nothing reads the threshold.",
     )
     fault_batch_us: PositiveFloat = Field(description="Cost of servicing one batch of faults.")
     fault_batch_pages: PositiveInt = Field(description="GPU pages migrated per fault batch.")
-    migration_bandwidth_gb_s: PositiveFloat = Field(
-        description="Throughput of fault-driven migration to the GPU."
-    )
+    migration_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Throughput of fault-driven migration to the GPU", "migration_efficiency",
+        "the GPU's host_link.bandwidth_gb_s"))
+    migration_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Throughput of fault-driven migration to the GPU", "the GPU's host_link.bandwidth_gb_s"))
+
+    _alone = field_validator("migration_efficiency")(classmethod(_not_both))
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> UnifiedMemorySpec:
+        if self.migration_bandwidth_gb_s is None and self.migration_efficiency is None:
+            raise ValueError("give one of migration_bandwidth_gb_s or migration_efficiency")
+        return self
 
 
 class GpuSpec(Spec):
@@ -189,16 +428,38 @@ class GpuSpec(Spec):
     host_link: HostLinkSpec
     unified_memory: UnifiedMemorySpec | None = None
 
+    @model_validator(mode="after")
+    def _migration_efficiency(self) -> GpuSpec:
+        um = self.unified_memory
+        if um is not None:
+            _to_efficiency(um, "migration_bandwidth_gb_s", "migration_efficiency",
+                           self.host_link.bandwidth_gb_s, "host_link.bandwidth_gb_s")
+        return self
+
+    def migration_bytes_per_s(self) -> float | None:
+        """Fault-driven migration to the GPU: its efficiency times the host link's bandwidth,
+        in B/s; None without a unified_memory section."""
+        um = self.unified_memory
+        if um is None or um.migration_efficiency is None:
+            return None
+        return um.migration_efficiency * self.host_link.bandwidth_bytes_per_s
+
 
 class CpuComputeSpec(Spec):
     """A CPU socket's cores, clocks and per-core FLOP per cycle."""
 
-    architecture: Name
+    architecture: Name = Field(description="Informational: a label; no rate depends on it.")
     cores: PositiveInt
     clock_ghz: PositiveFloat
-    max_clock_ghz: PositiveFloat | None = None
+    max_clock_ghz: PositiveFloat | None = Field(
+        default=None, description="Maximum boost clock. Informational: peak FLOP/s derive "
+        "from clock_ghz; nothing reads the boost clock.",
+    )
     flops_per_cycle_per_core: dict[Literal["fp64", "fp32"], PositiveFloat]
-    l3_cache_mb: PositiveFloat | None = None
+    l3_cache_mb: PositiveFloat | None = Field(
+        default=None, description="Informational: there is no cache model; CPU work is costed "
+        "from peak FLOP/s and the memory's STREAM bandwidth.",
+    )
 
     def peak_flops(self, dtype: Literal["fp64", "fp32"]) -> float:
         """Peak FLOP/s of the socket at the base clock."""
@@ -215,19 +476,38 @@ class CpuSpec(Spec):
 class NicSpec(Spec):
     """A network adapter and what collectives achieve through it."""
 
+    ALTERNATIVES = (("nccl_busbw_gb_s", "nccl_efficiency"),)
+
     model: Name
     protocol: Literal["infiniband", "ethernet", "slingshot"]
-    line_rate_gbit_s: PositiveFloat = Field(description="Per direction.")
-    nccl_busbw_gb_s: PositiveFloat | None = Field(
-        default=None, description="Measured NCCL bus bandwidth per NIC."
+    line_rate_gbit_s: PositiveFloat = Field(
+        description="Per direction; the capacity nccl_efficiency multiplies (in bytes: / 8)."
     )
+    nccl_busbw_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured NCCL bus bandwidth per NIC", "nccl_efficiency", "line_rate_gbit_s"))
+    nccl_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "NCCL bus bandwidth per NIC", "line_rate_gbit_s"))
     collective_latency_us: PositiveFloat | None = Field(
         default=None, description="Per-step latency (alpha) of a collective across nodes."
     )
 
+    _alone = field_validator("nccl_efficiency")(classmethod(_not_both))
+
+    @model_validator(mode="after")
+    def _efficiencies(self) -> NicSpec:
+        line_gb_s = self.line_rate_gbit_s * units.GBIT_S / units.GB_S
+        _to_efficiency(self, "nccl_busbw_gb_s", "nccl_efficiency", line_gb_s,
+                       "line_rate_gbit_s / 8")
+        return self
+
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return self.line_rate_gbit_s * units.GBIT_S
+
+    def nccl_busbw_bytes_per_s(self) -> float | None:
+        """NCCL bus bandwidth per NIC in B/s, or None if not given."""
+        eff = self.nccl_efficiency
+        return None if eff is None else eff * self.bandwidth_bytes_per_s
 
 
 class HardwareSpec(DocumentSpec):

@@ -61,6 +61,22 @@ class NodeSpec(Spec):
         description="gpu: NIC beside its GPU on a PCIe switch (GPUDirect RDMA); cpu: reached "
         "through the CPU (GH200 MGX nodes, the C2C path)."
     )
+    gpudirect_rdma: bool | None = Field(
+        default=None, description="Whether NCCL moves network traffic straight between HBM "
+        "and the NIC. Default: on when the NIC sits beside its GPU (nic_attach gpu), off when it "
+        "is reached through the CPU, as NCCL does on GH200 (NCCL_NET_GDR_LEVEL=SYS turns it on)."
+    )
+    staged_network_efficiency: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Fraction of the NIC's NCCL bandwidth left "
+        "when network traffic is staged through host memory (gpudirect_rdma off); the traffic "
+        "also crosses the host link and host memory.",
+    )
+
+    @property
+    def uses_gpudirect_rdma(self) -> bool:
+        if self.gpudirect_rdma is not None:
+            return self.gpudirect_rdma
+        return self.nic_attach == "gpu"
 
     @model_validator(mode="after")
     def _parts_fit(self) -> NodeSpec:

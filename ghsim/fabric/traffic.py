@@ -1,0 +1,338 @@
+"""Where a rank class's transfers go: routes on the system graph, with the copies on each link.
+
+A rank class is simulated once for all its members. Each of its transfers is laid on the route of
+its representative member (``first_rank``), and each link of that route is charged with the
+number of members whose own identical transfer crosses the same link instance at that moment:
+the eight GPUs of a DGX node that leave by eight different NICs charge each NIC once; a GH200
+node's four data-parallel ranks all cross their own NVLink-C2C to reach their NIC through Grace;
+a leaf uplink carries every member below that leaf whose peer sits under another leaf. Counting
+uses the placement of the class's members, never a simulation per GPU, so cost is flat in dp.
+
+Collectives are laid as NCCL lays them (NVIDIA/nccl ``src/graph/search.cc``, ``connect.cc``):
+a ring enters and leaves each NVLink domain once per channel, with one channel per member in the
+domain, each leaving by its own NIC; so of a member's ``W`` wire bytes, ``W / m`` cross the
+network and the rest stay on NVLink (``m`` members per domain). All-reduce inside one NVSwitch
+domain uses NVLink SHARP when the GPU has it (reduction in the switch, at its measured bus
+bandwidth). On direct NVLink (a quad GH200 node) NCCL's rings use every peer link, so a member's
+NVLink bytes spread over its peers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ghsim.config.layout import Layout
+from ghsim.config.schema import SystemSpec
+from ghsim.errors import ConfigError
+from ghsim.fabric.links import Efficiencies, efficiencies, link_id, link_kind
+from ghsim.fabric.sharing import Path, make_path
+from ghsim.hardware.graph import Endpoint, Hop, SystemGraph, build_graph, tier_name
+from ghsim.workload.ir import Group, RankClass
+
+
+@dataclass(frozen=True)
+class Share:
+    """Part of a transfer: ``fraction`` of its bytes along ``path``."""
+
+    path: Path
+    fraction: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one transfer of a rank class runs: its algorithm, fixed latency and flows."""
+
+    algorithm: str
+    latency_s: float
+    shares: tuple[Share, ...]
+
+    def flows(self, nbytes: float) -> list[tuple[Path, float]]:
+        return [(s.path, s.fraction * nbytes) for s in self.shares]
+
+
+class TrafficPlanner:
+    """Lays the transfers of rank classes on a system graph."""
+
+    def __init__(self, graph: SystemGraph, system: SystemSpec, layout: Layout,
+                 nvlink_latency_s: float, nic_latency_s: float) -> None:
+        self.graph = graph
+        self.system = system
+        self.layout = layout
+        self.eff: Efficiencies = efficiencies(system)
+        self.nvlink_latency_s = nvlink_latency_s
+        self.nic_latency_s = nic_latency_s
+        self.capacity: dict[str, float] = {}
+        self.kinds: dict[str, str] = {}
+        self._plans: dict[tuple[object, ...], Plan] = {}
+        self._routes: dict[tuple[int, str], list[Hop]] = {}
+        gpn = graph.gpus_per_node
+        self._nic_of_local = [int(graph.nearest_nic(f"gpu{i}")[3:]) if graph.fabric else 0
+                              for i in range(gpn)]
+
+    # -- routes -------------------------------------------------------------------------------
+
+    def _domain(self, rank: Any) -> Any:
+        """The NVLink domain of a rank (or of an array of ranks)."""
+        return rank // self.layout.gpus_per_domain
+
+    def _node(self, rank: int) -> int:
+        return rank // self.graph.gpus_per_node
+
+    def _route(self, rank: int, target: str) -> list[Hop]:
+        """Hops from GPU ``rank`` to ``target``: ``gpu:R`` (another GPU), ``host`` (its host
+        memory, towards it) or ``host<`` (from its host memory)."""
+        key = (rank, target)
+        if key not in self._routes:
+            gpu = self.graph.gpu(rank)
+            if target.startswith("gpu:"):
+                hops = list(self.graph.route(gpu, self.graph.gpu(int(target[4:]))).hops)
+            else:
+                memory = self.graph.memory_of(self.graph.host_cpu(gpu))
+                src, dst = (gpu, memory) if target == "host" else (memory, gpu)
+                hops = list(self.graph.route(src, dst).hops)
+            if len(self._routes) > 100_000:
+                self._routes.clear()
+            self._routes[key] = hops
+        return self._routes[key]
+
+    def _register(self, hop: Hop) -> str:
+        name = link_id(hop)
+        if name not in self.capacity:
+            self.capacity[name] = hop.bandwidth_bytes_per_s
+            self.kinds[name] = link_kind(hop)
+        return name
+
+    def _staged(self, hops: list[Hop]) -> list[Hop]:
+        """Without GPUDirect RDMA, traffic that reaches the NIC through a CPU is staged in that
+        CPU's memory: written there and read back (two crossings of host memory)."""
+        if self.eff.gpudirect_rdma or not any(link_kind(h) == "nic" for h in hops):
+            return hops
+        extra = []
+        for hop in hops:
+            if link_kind(hop) in ("c2c_d2h", "pcie_d2h"):
+                cpu = hop.dst
+                node = int(cpu.split(".")[0][1:])
+                memory = self.graph.memory_of(Endpoint(node, cpu.split(".")[1]))
+                staged = self.graph.route(Endpoint(node, cpu.split(".")[1]), memory).hops
+                extra += [*staged, *staged]
+        return hops + extra
+
+    # -- copies -------------------------------------------------------------------------------
+
+    def _class_ranks(self, rank_class: RankClass) -> range:
+        return range(rank_class.first_rank, rank_class.first_rank + rank_class.multiplicity)
+
+    def _local_copies(self, ranks: Sequence[int], route_of: Callable[[int], list[Hop]],
+                      names: set[str]) -> dict[str, int]:
+        """For each link in ``names``, how many of ``ranks`` cross it."""
+        counts = dict.fromkeys(names, 0)
+        for rank in ranks:
+            for hop in route_of(rank):
+                name = link_id(hop)
+                if name in counts:
+                    counts[name] += 1
+        return counts
+
+    def _endpoints(self, ranks: np.ndarray) -> np.ndarray:
+        """The leaf-order position of each rank's NIC (``FatTree.endpoint``, vectorized)."""
+        tree = self.graph.fabric
+        assert tree is not None
+        gpn = self.graph.gpus_per_node
+        node, slot = ranks // gpn, np.asarray(self._nic_of_local)[ranks % gpn]
+        if tree.nodes_per_unit is None:
+            result = node * tree.nics_per_node + slot
+        else:
+            unit, pos = node // tree.nodes_per_unit, node % tree.nodes_per_unit
+            result = (unit * tree.nics_per_node + slot) * tree.nodes_per_unit + pos
+        return np.asarray(result, dtype=np.int64)
+
+    def _common_levels(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        tree = self.graph.fabric
+        assert tree is not None
+        common = np.full(a.shape, tree.tiers)
+        for level in range(tree.tiers - 1, 0, -1):
+            size = tree.block_size(level)
+            common = np.where(a // size == b // size, level, common)
+        return common
+
+    def _fabric_copies(self, a: np.ndarray, b: np.ndarray, common: np.ndarray,
+                       a0: int, b0: int) -> dict[str, int]:
+        """Members crossing each switch-to-switch link of the route from endpoint ``a0`` to
+        ``b0``, given every member's endpoints ``a`` -> ``b`` and their common levels."""
+        tree = self.graph.fabric
+        assert tree is not None
+        top = tree.common_level(a0, b0)
+        peak = f"{tier_name(top)}{a0 // tree.block_size(top)}"
+        same_top = a // tree.block_size(top) == a0 // tree.block_size(top)
+        counts: dict[str, int] = {}
+        for t in range(1, top):
+            lo, hi = tree.block_size(t), tree.block_size(t + 1)
+            crossing = common > t
+            up = f"{tier_name(t)}{a0 // lo}>{tier_name(t + 1)}{a0 // hi}"
+            counts[up] = int(np.count_nonzero(crossing & (a // lo == a0 // lo)))
+            if t == top - 1:
+                down = f"{peak}>{tier_name(t)}{b0 // lo}"
+                crossing = crossing & same_top
+            else:
+                down = f"{tier_name(t + 1)}{b0 // hi}>{tier_name(t)}{b0 // lo}"
+            counts[down] = int(np.count_nonzero(crossing & (b // lo == b0 // lo)))
+        return counts
+
+    def _path(self, rank_class: RankClass, peer_of: Callable[[int], int], use: str) -> Path:
+        """The path of the member whose transfer to ``peer_of(member)`` is slowest, each link
+        charged with the members whose own transfer crosses it. The representative's route is
+        the candidate, and, across a fabric, the member whose route climbs highest (crossing
+        the most shared switch links): a collective runs at the pace of its slowest member."""
+        ranks = self._class_ranks(rank_class)
+        candidates = [rank_class.first_rank]
+        fabric = None
+        if self.graph.fabric is not None and self.layout.num_domains > 1:
+            array = np.fromiter(ranks, dtype=np.int64)
+            peers = np.fromiter((peer_of(r) for r in ranks), dtype=np.int64)
+            a, b = self._endpoints(array), self._endpoints(peers)
+            common = self._common_levels(a, b)
+            crossing = self._domain(array) != self._domain(peers)
+            if crossing.any():
+                fabric = (a, b, common, array)
+                climb = np.where(crossing, common, 0)
+                highest = int(array[int(np.argmax(climb))])
+                if highest != candidates[0]:
+                    candidates.append(highest)
+        paths = [self._path_of(r, ranks, peer_of, use, fabric) for r in candidates]
+        return min(paths, key=lambda p: p.standalone_bytes_per_s(self.capacity))
+
+    def _path_of(self, rep: int, ranks: range, peer_of: Callable[[int], int], use: str,
+                 fabric: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None) -> Path:
+        peer = peer_of(rep)
+        hops = self._staged(self._route(rep, f"gpu:{peer}"))
+        names = {self._register(h) for h in hops}
+        nodes = {self._node(rep), self._node(peer)}
+        nearby = [r for r in ranks if self._node(r) in nodes
+                  or self._node(peer_of(r)) in nodes]
+        copies = self._local_copies(
+            nearby, lambda r: self._staged(self._route(r, f"gpu:{peer_of(r)}")), names)
+        if fabric is not None and self._domain(rep) != self._domain(peer):
+            a, b, common, array = fabric
+            index = rep - int(array[0])
+            copies.update(self._fabric_copies(a, b, common, int(a[index]), int(b[index])))
+        return make_path([(link_id(h), max(1, copies[link_id(h)]), self.eff.of(h, use))
+                          for h in hops])
+
+    # -- transfers ----------------------------------------------------------------------------
+
+    def collective(self, rank_class: RankClass, group: Group, collective: str) -> Plan:
+        """How a collective of ``group`` runs for ``rank_class`` (fractions of its wire bytes,
+        ``wire_bytes(collective, message, n)``)."""
+        key = ("collective", rank_class.name, group, collective)
+        if key not in self._plans:
+            self._plans[key] = self._collective(rank_class, group, collective)
+        return self._plans[key]
+
+    def _collective(self, rank_class: RankClass, group: Group, collective: str) -> Plan:
+        n = group.size
+        if n <= 1:
+            return Plan("none", 0.0, ())
+        steps = max(1, math.ceil(math.log2(n)))
+        domains = group.domains
+        latency = steps * (self.nic_latency_s if domains > 1 else self.nvlink_latency_s)
+        per_domain = max(1, n // domains)
+        stride = group.stride
+
+        def position(rank: int) -> tuple[int, int]:
+            j = rank // stride % n
+            return rank - j * stride, j
+
+        def in_domain(hop: int) -> Callable[[int], int]:
+            def peer(rank: int) -> int:  # ``hop`` members on, inside the same NVLink domain
+                base, j = position(rank)
+                block = j // per_domain * per_domain
+                return base + (block + (j - block + hop) % per_domain) * stride
+            return peer
+
+        def across(rank: int) -> int:  # the same position in the next domain
+            base, j = position(rank)
+            return base + (j + per_domain) % n * stride
+
+        if domains == 1 and collective == "all_reduce" and self.eff.nvls and n > 2:
+            return Plan("nvls", latency,
+                        (Share(self._path(rank_class, in_domain(1), "nvls"), 1.0),))
+        shares: list[Share] = []
+        if domains > 1:
+            shares.append(Share(self._path(rank_class, across, "collective"), 1.0 / per_domain))
+        if per_domain > 1:
+            inside = (per_domain - 1) / per_domain if domains > 1 else 1.0
+            hops = range(1, per_domain) if self.system.node.nvlink.topology == "direct" else [1]
+            for hop in hops:
+                shares.append(Share(self._path(rank_class, in_domain(hop), "collective"),
+                                    inside / len(hops)))
+        return Plan("ring", latency, tuple(shares))
+
+    def send(self, rank_class: RankClass, peer_stage_rank: int) -> Plan:
+        """A pipeline send from every member to the same position of another stage."""
+        key = ("send", rank_class.name, peer_stage_rank)
+        if key not in self._plans:
+            offset = peer_stage_rank - rank_class.first_rank
+            path = self._path(rank_class, lambda r: r + offset, "p2p")
+            same = self._domain(rank_class.first_rank) == self._domain(peer_stage_rank)
+            latency = self.nvlink_latency_s if same else self.nic_latency_s
+            self._plans[key] = Plan("p2p", latency, (Share(path, 1.0),))
+        return self._plans[key]
+
+    def host(self, rank_class: RankClass, toward: str, use: str,
+             cap_bytes_per_s: float = math.inf) -> Path:
+        """A transfer between each member's GPU and its host memory (``toward`` ``host`` or
+        ``device``), or (``use`` ``cpu``) the host CPU streaming its memory."""
+        key = ("host", rank_class.name, toward, use)
+        if key not in self._plans:
+            rep = rank_class.first_rank
+            target = "host" if toward == "host" else "host<"
+            hops = self._route(rep, target)
+            if use == "cpu":
+                hops = [h for h in hops if link_kind(h) == "host_memory"]
+            names = {self._register(h) for h in hops}
+            ranks = [r for r in self._class_ranks(rank_class) if self._node(r) == self._node(rep)]
+            copies = self._local_copies(ranks, lambda r: self._route(r, target), names)
+            path = make_path([(link_id(h), max(1, copies[link_id(h)]), self.eff.of(h, use))
+                              for h in hops])
+            self._plans[key] = Plan(use, 0.0, (Share(path, 1.0),))
+        path = self._plans[key].shares[0].path
+        if cap_bytes_per_s < math.inf:
+            return Path(path.links, path.copies, path.coefficients, cap_bytes_per_s)
+        return path
+
+    def sharers_of_host(self, rank_class: RankClass) -> int:
+        """Members of the class that share the representative's host CPU."""
+        rep = self.graph.gpu(rank_class.first_rank)
+        cpu = self.graph.host_cpu(rep)
+        return sum(1 for r in self._class_ranks(rank_class)
+                   if self._node(r) == rep.node
+                   and self.graph.host_cpu(self.graph.gpu(r)) == cpu)
+
+
+def traffic_planner(system: SystemSpec, layout: Layout) -> TrafficPlanner:
+    """The planner of ``layout.num_gpus`` GPUs of ``system``, with the measured per-step
+    collective latencies of its NVLink and NIC (a :class:`ConfigError` if one is needed and
+    missing)."""
+    node = system.node
+    gpu = node.gpu.gpu
+    assert gpu is not None
+    nvlink_latency = nic_latency = 0.0
+    if gpu.nvlink is not None and node.nvlink.topology != "none" and layout.gpus_per_domain > 1:
+        if gpu.nvlink.collective_latency_us is None:
+            raise ConfigError(node.gpu.name, "gpu.nvlink.collective_latency_us",
+                              "is needed to cost collectives over NVLink (with a source)")
+        nvlink_latency = gpu.nvlink.collective_latency_us * 1e-6
+    nic = node.nic.nic if node.nic is not None else None
+    if nic is not None and layout.num_domains > 1:
+        if nic.collective_latency_us is None:
+            raise ConfigError(node.nic.name if node.nic else system.name,
+                              "nic.collective_latency_us",
+                              "is needed to cost collectives across nodes (with a source)")
+        nic_latency = nic.collective_latency_us * 1e-6
+    graph = build_graph(system, layout.num_gpus)
+    return TrafficPlanner(graph, system, layout, nvlink_latency, nic_latency)
