@@ -42,6 +42,7 @@ from ghsim.report import console as render
 from ghsim.report import plots
 from ghsim.report.html import run_report
 from ghsim.report.plots import save
+from ghsim.report.routes import routes_view
 from ghsim.report.trace import chrome_trace
 from ghsim.report.views import (
     document_view,
@@ -78,6 +79,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         view = scenario_view(scenario)
         if args.workload:
             view["workload"] = workload_view_of(scenario)
+        if args.routes:
+            view["routes"] = routes_view(scenario)
     elif isinstance(spec, SystemSpec):
         view = system_view(spec, args.gpus)
     elif isinstance(spec, ModelSpec):
@@ -98,6 +101,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         renderer(view, console)
     if "workload" in view:
         render.render_workload(view["workload"], console)
+    if "routes" in view:
+        render.render_routes(view["routes"], console)
     return 0
 
 
@@ -226,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.add_argument("--workload", action="store_true",
                          help="scenario only: lower it and show every rank class's work")
+    inspect.add_argument("--routes", action="store_true",
+                         help="scenario: each group's collective laid on the system graph (links, "
+                         "copies of the flow on each, efficiency, rate alone)")
     inspect.add_argument("--gpus", type=_positive_int, default=None,
                          help="system only: size the totals for this many GPUs")
     inspect.add_argument("--seq-len", type=_positive_int, default=2048,

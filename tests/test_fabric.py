@@ -177,3 +177,25 @@ def test_bytes_on_every_link_are_the_flows_routed_over_it() -> None:
     for link in result.links:
         assert 0 <= link["utilization"] <= 1
     assert math.isfinite(result.step_time_s)
+
+
+def test_inspect_routes_shows_each_group_on_its_links(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ghsim.cli import main
+
+    args = ["inspect", "llama3-8b-gh200", "--routes", "--json", "--set", "system=gh200-quad",
+            "--set", "num_gpus=16", "--set", "training.global_batch=16",
+            "--set", "parallelism.tp=2"]
+    assert main(args) == 0
+    import json
+
+    view = json.loads(capsys.readouterr().out)["routes"]
+    dp = view["classes"][0]["groups"]["dp"]
+    assert dp["algorithm"] == "ring" and dp["size"] == 8
+    kinds = [link["kind"] for share in dp["shares"] for link in share["links"]]
+    # GPUDirect RDMA is off on GH200: the network traffic crosses C2C and Grace's memory
+    assert {"c2c_d2h", "nic", "host_memory"} <= set(kinds)
+    assert sum(share["fraction"] for share in dp["shares"]) == pytest.approx(1.0)
+    nic = next(link for share in dp["shares"] for link in share["links"]
+               if link["kind"] == "nic")
+    assert nic["efficiency"] == pytest.approx(0.96 * 0.829, rel=1e-3)

@@ -220,8 +220,16 @@ class TrafficPlanner:
             a, b, common, array = fabric
             index = rep - int(array[0])
             copies.update(self._fabric_copies(a, b, common, int(a[index]), int(b[index])))
-        return make_path([(link_id(h), max(1, copies[link_id(h)]), self.eff.of(h, use))
-                          for h in hops])
+        return self._make(hops, copies, use)
+
+    def _make(self, hops: list[Hop], copies: dict[str, int], use: str) -> Path:
+        """One entry per link (a route may cross host memory twice: the counts already hold
+        every crossing)."""
+        first: dict[str, Hop] = {}
+        for hop in hops:
+            first.setdefault(link_id(hop), hop)
+        return make_path([(name, max(1, copies[name]), self.eff.of(hop, use))
+                          for name, hop in first.items()])
 
     # -- transfers ----------------------------------------------------------------------------
 
@@ -297,8 +305,7 @@ class TrafficPlanner:
             names = {self._register(h) for h in hops}
             ranks = [r for r in self._class_ranks(rank_class) if self._node(r) == self._node(rep)]
             copies = self._local_copies(ranks, lambda r: self._route(r, target), names)
-            path = make_path([(link_id(h), max(1, copies[link_id(h)]), self.eff.of(h, use))
-                              for h in hops])
+            path = self._make(hops, copies, use)
             self._plans[key] = Plan(use, 0.0, (Share(path, 1.0),))
         path = self._plans[key].shares[0].path
         if cap_bytes_per_s < math.inf:

@@ -202,6 +202,19 @@ def render_workload(view: dict[str, Any], console: Console) -> None:
     )
 
 
+def _busiest_links(links: list[dict[str, Any]], rows: int = 8) -> Table:
+    """The busiest links of the step: utilization is the mean share of capacity in use."""
+    table = Table(title="Busiest links (whole system)", title_justify="left")
+    for column in ("link", "kind", "utilization", "busy", "bytes", "traffic"):
+        table.add_column(column, justify="right" if column in ("utilization", "busy", "bytes")
+                         else "left", no_wrap=column == "link")
+    for link in links[:rows]:
+        table.add_row(link["name"], link["kind"], f"{link['utilization']:.0%}",
+                      f"{link['busy']:.0%}", format_bytes(link["bytes"]),
+                      ", ".join(link["traffic"]))
+    return table
+
+
 def render_result(result: dict[str, Any], name: str, console: Console) -> None:
     """The summary of ``ghsim run``."""
     step = result["step_time_s"]
@@ -238,6 +251,8 @@ def render_result(result: dict[str, Any], name: str, console: Console) -> None:
     bottleneck = result["bottleneck"]
     console.print(f"[bold]Bottleneck:[/] {bottleneck['resource']} - {bottleneck['why']}.")
     console.print(memory)
+    if result.get("links"):
+        console.print(_busiest_links(result["links"]))
     host = result.get("host", {})
     if host.get("h2d_bytes") or host.get("d2h_bytes") or host.get("cpu_utilization"):
         console.print(
@@ -286,3 +301,24 @@ def render_sweep(ranked: list[dict[str, Any]], summary: str, rank_by: str,
                       "yes" if r["fits"] else "[red]no[/]", str(r["bottleneck"]))
     console.print(table)
     console.print(summary)
+
+
+def render_routes(view: dict[str, Any], console: Console) -> None:
+    """``inspect --routes``: one table per rank class, a row per link of each group's flows."""
+    for cls in view["classes"]:
+        table = Table(title=f"{cls['class']} (x{cls['multiplicity']}, rank {cls['first_rank']})",
+                      title_justify="left")
+        for column in ("group", "share", "link", "kind", "copies", "GB/s", "eff", "alone"):
+            table.add_column(column, justify="left" if column in ("group", "link", "kind")
+                             else "right", no_wrap=column == "link")
+        for kind, group in cls["groups"].items():
+            label = f"{kind} {group['collective']} ({group['algorithm']}, n={group['size']})"
+            for share in group["shares"]:
+                for index, link in enumerate(share["links"]):
+                    table.add_row(label if index == 0 else "",
+                                  f"{share['fraction']:.3g}" if index == 0 else "",
+                                  link["link"], link["kind"], f"{link['copies']:g}",
+                                  f"{link['capacity_gb_s']:.4g}", f"{link['efficiency']:.3g}",
+                                  f"{share['alone_gb_s']:.4g}" if index == 0 else "")
+                    label = ""
+        console.print(table)
