@@ -86,6 +86,8 @@ class FlowNetwork:
     transfers: list[tuple[str, str, float, float, float]] = field(default_factory=list)
     """Every finished flow: its owner (rank class), traffic kind, start, end, bytes."""
     _on_link: dict[str, set[int]] = field(default_factory=dict)
+    _used: dict[str, float] = field(default_factory=dict)
+    """Bytes per second in use on each link (every copy counted)."""
     _next_id: int = 0
 
     def _usage(self, link: str) -> LinkUsage:
@@ -94,11 +96,15 @@ class FlowNetwork:
         return self.usage[link]
 
     def _level(self, link: str) -> float:
-        used = 0.0
-        for i in self._on_link.get(link, ()):
-            path = self.flows[i].path
-            used += self.flows[i].rate * path.copies[path.links.index(link)]
-        return min(1.0, used / self.capacity[link])
+        if not self._on_link.get(link):
+            self._used[link] = 0.0  # no drift once a link falls idle
+        return min(1.0, max(0.0, self._used.get(link, 0.0)) / self.capacity[link])
+
+    def _set_rate(self, flow: _Flow, rate: float) -> None:
+        change = rate - flow.rate
+        for link, copies in zip(flow.path.links, flow.path.copies, strict=True):
+            self._used[link] = self._used.get(link, 0.0) + change * copies
+        flow.rate = rate
 
     def _component(self, seed: Iterable[int]) -> set[int]:
         """Flows connected to ``seed`` through shared links."""
@@ -122,7 +128,7 @@ class FlowNetwork:
             if rate != flow.rate:
                 flow.left_bytes = flow.left_at(now)
                 flow.since = now
-                flow.rate = rate
+                self._set_rate(flow, rate)
                 flow.version += 1
                 self._schedule(i, flow)
         for link in touched:
@@ -147,6 +153,7 @@ class FlowNetwork:
             self._schedule(key, flow)
             return
         del self.flows[key]
+        self._set_rate(flow, 0.0)
         for link in flow.path.links:
             self._on_link[link].discard(key)
         self.transfers.append((flow.owner, flow.traffic, flow.start, now, flow.nbytes))

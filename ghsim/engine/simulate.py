@@ -187,7 +187,8 @@ def simulate(scenario: Scenario) -> Result:
     gpu = gpu_cost_model(spec.system.node.gpu)
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
-    timeline = Simulator(workload, gpu, planner, host).run()
+    overlap = spec.parallelism.tp_comm_overlap and spec.parallelism.sequence_parallel
+    timeline = Simulator(workload, gpu, planner, host, overlap).run()
     step = timeline.step_time_s
     parts, compute = breakdown(timeline)
     if spec.microbenchmark is not None:

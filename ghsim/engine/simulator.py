@@ -19,8 +19,8 @@ import simpy
 
 from ghsim.costmodel.gpu import GpuCostModel
 from ghsim.costmodel.host import HostCostModel
+from ghsim.engine.body import Segment, segments
 from ghsim.engine.fluid import FlowNetwork
-from ghsim.fabric.sharing import makespan_s
 from ghsim.fabric.traffic import Plan, TrafficPlanner
 from ghsim.workload.ir import Comm, Kernel, Op, RankClass, Step, Workload
 from ghsim.workload.summary import wire_bytes
@@ -68,8 +68,8 @@ class Timeline:
 
 
 EVENTS_PER_OP = 200
-"""Bound on simulation events per op: replays take about 5 to 15 (test_engine checks the
-margin), so this only stops a livelock."""
+"""Bound on simulation events per op or inline collective: replays take about 3 to 10, so this
+only stops a livelock."""
 
 
 class SimulationLivelock(RuntimeError):
@@ -92,7 +92,7 @@ class Simulator:
     """Simulates one optimizer step of a workload."""
 
     def __init__(self, workload: Workload, gpu: GpuCostModel, planner: TrafficPlanner,
-                 host: HostCostModel) -> None:
+                 host: HostCostModel, tp_comm_overlap: bool = False) -> None:
         self.workload = workload
         self.gpu = gpu
         self.planner = planner
@@ -102,8 +102,8 @@ class Simulator:
         self.mailbox: dict[tuple[Any, ...], simpy.Event] = {}
         self.arrivals: dict[tuple[Any, ...], int] = {}
         self.arrival_s: dict[tuple[Any, ...], float] = {}
-        self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[tuple[str, float,
-                                                                            float], ...]]] = {}
+        self.tp_comm_overlap = tp_comm_overlap
+        self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[Segment, ...]]] = {}
         self.timelines = [ClassTimeline(c) for c in workload.classes]
         self.stage_rank = {c.stage: c.first_rank for c in workload.classes}
         self.events = 0
@@ -111,35 +111,47 @@ class Simulator:
 
     # -- costs -----------------------------------------------------------------------------
 
-    def _inline_s(self, step: Comm, rank_class: RankClass) -> float:
-        """A collective inside a compute op, on its own links (they block the compute stream,
-        so nothing else of the rank runs meanwhile)."""
-        group = rank_class.groups[step.group]
-        plan = self.planner.collective(rank_class, group, step.collective)
-        wire = wire_bytes(step.collective, step.bytes, group.size)
-        return plan.latency_s + makespan_s(plan.flows(wire), self.planner.capacity)
-
     def body_parts(self, body: tuple[Step, ...], rank_class: RankClass
-                   ) -> tuple[dict[str, float], tuple[tuple[str, float, float], ...]]:
-        """Seconds by category of a compute op's body, and its inline collectives as
-        (group, offset, seconds) (cached: bodies repeat)."""
+                   ) -> tuple[dict[str, float], tuple[Segment, ...]]:
+        """Kernel seconds by category of a compute op's body, and the body as segments
+        (cached: bodies repeat)."""
         key = (id(body), rank_class.name)
         if key not in self._bodies:
             parts: dict[str, float] = {}
-            comms: list[tuple[str, float, float]] = []
-            offset = 0.0
             for step in body:
-                if isinstance(step, Comm):
-                    seconds = self._inline_s(step, rank_class)
-                    parts[step.group] = parts.get(step.group, 0.0) + seconds
-                    comms.append((step.group, offset, seconds))
-                else:
+                if isinstance(step, Kernel):
                     category = _category(step)
-                    seconds = self.gpu.kernel_s(step)
-                    parts[category] = parts.get(category, 0.0) + seconds
-                offset += seconds
-            self._bodies[key] = (parts, tuple(comms))
+                    parts[category] = parts.get(category, 0.0) + self.gpu.kernel_s(step)
+            self._bodies[key] = (parts, segments(body, self.gpu.kernel_s, self.tp_comm_overlap))
         return self._bodies[key]
+
+    def _segments(self, timeline: ClassTimeline, parts: dict[str, float],
+                  body: tuple[Segment, ...]) -> Generator[simpy.Event, Any, None]:
+        """Run a compute op's segments; each inline collective's exposed seconds go to its
+        group in ``parts``."""
+        rank_class = timeline.rank_class
+        for segment in body:
+            if segment.kernel_s:
+                yield self.env.timeout(segment.kernel_s)
+            step = segment.comm
+            if step is None:
+                continue
+            group = rank_class.groups[step.group]
+            plan = self.planner.collective(rank_class, group, step.collective)
+            wire = wire_bytes(step.collective, step.bytes, group.size)
+            start = self.env.now
+            if segment.overlap_s:
+                ended: list[float] = []
+                exchange = self._recorded(plan, wire, rank_class.name, step.group, ended)
+                beside = self.env.timeout(segment.overlap_s * (1 + self.gpu.overlap_slowdown))
+                yield self.env.all_of([beside, self.env.process(exchange)])
+                comm_s = ended[0] - start
+                yield self.env.timeout(min(segment.overlap_s, comm_s) / max(group.size, 1))
+            else:
+                yield from self._flows(plan, wire, rank_class.name, step.group)
+            exposed = self.env.now - start - segment.overlap_s
+            parts[step.group] = parts.get(step.group, 0.0) + exposed
+            timeline.comm_spans.append((step.group, start, self.env.now))
 
     def _rendezvous(self, key: tuple[Any, ...]) -> simpy.Event:
         """The event of the ``key[1]``-th collective, triggered once ``key[2]`` ranks arrive."""
@@ -166,6 +178,12 @@ class Simulator:
         if ends:
             yield self.env.all_of(ends)
 
+    def _recorded(self, plan: Plan, nbytes: float, owner: str, traffic: str,
+                  ended: list[float]) -> Generator[simpy.Event, Any, None]:
+        """``_flows``, then the time it ended appended to ``ended``."""
+        yield from self._flows(plan, nbytes, owner, traffic)
+        ended.append(self.env.now)
+
     def _run_op(self, timeline: ClassTimeline, op: Op) -> Generator[simpy.Event, Any, None]:
         rank_class = timeline.rank_class
         owner = rank_class.name
@@ -178,18 +196,19 @@ class Simulator:
             timeline.compute_parts[op.id] = parts
             yield self.env.timeout(op.attrs["measured_s"])
         elif op.kind == "compute":
-            parts, comms = self.body_parts(op.body, rank_class)
+            kernels, body = self.body_parts(op.body, rank_class)
+            parts = dict(kernels)
             if "fallback_s" in op.attrs:
-                parts = {**parts, op.attrs["category"]: op.attrs["fallback_s"]}
+                parts[op.attrs["category"]] = op.attrs["fallback_s"]
+                body = (Segment(op.attrs["fallback_s"]),)
             busy = self.network.busy_for_s(owner, _COMM_TRAFFIC)
-            overlap = min(busy, sum(parts.values()))
+            overlap = min(busy, sum(kernels.values()))
             if overlap > 0 and self.gpu.overlap_slowdown:
                 # Communication kernels running beside this op take SMs and memory bandwidth.
-                parts = {**parts, "overlap": overlap * self.gpu.overlap_slowdown}
+                parts["overlap"] = overlap * self.gpu.overlap_slowdown
+                yield self.env.timeout(parts["overlap"])
             timeline.compute_parts[op.id] = parts
-            now = self.env.now
-            timeline.comm_spans.extend((g, now + t, now + t + d) for g, t, d in comms)
-            yield self.env.timeout(sum(parts.values()))
+            yield from self._segments(timeline, parts, body)
         elif op.kind == "collective":
             group = op.attrs.get("replay_group") or rank_class.groups[op.attrs["group"]]
             plan = self.planner.collective(rank_class, group, op.attrs["collective"])
@@ -249,6 +268,19 @@ class Simulator:
             timeline.spans.append(Span(op.stream, op.id, start, self.env.now))
             done[op.id].succeed()
 
+    def _work_items(self) -> int:
+        """Ops plus the inline collectives inside compute ops: what the event count scales
+        with (bodies repeat, so each distinct body is counted once per use)."""
+        comms: dict[int, int] = {}
+        total = 0
+        for rank_class in self.workload.classes:
+            for op in rank_class.ops:
+                key = id(op.body)
+                if key not in comms:
+                    comms[key] = sum(1 for step in op.body if isinstance(step, Comm))
+                total += 1 + comms[key]
+        return total
+
     def _run_bounded(self, ops: int) -> None:
         """Run the event loop, but never for ever: a replay that needs more than
         ``EVENTS_PER_OP`` events per op on average is livelocked, an internal error."""
@@ -275,7 +307,7 @@ class Simulator:
                 streams.setdefault(op.stream, []).append(op)
             for ops in streams.values():
                 self.env.process(self._stream(timeline, ops, done))
-        self._run_bounded(sum(len(c.ops) for c in self.workload.classes))
+        self._run_bounded(self._work_items())
         self.network.finish()
         unfinished = [t.rank_class.name for t in self.timelines
                       if len(t.end_of) != len(t.rank_class.ops)]

@@ -57,6 +57,8 @@ def make_path(hops: Sequence[tuple[str, float, float]],
 
 def max_min_rates(paths: Sequence[Path], capacity: Mapping[str, float]) -> list[float]:
     """Bytes per second of each flow under max-min fair sharing of ``capacity`` (bytes/s)."""
+    if len(paths) == 1:
+        return [paths[0].standalone_bytes_per_s(capacity)]
     rates = [0.0] * len(paths)
     active = set(range(len(paths)))
     left = {link: capacity[link] for p in paths for link in p.links}

@@ -189,36 +189,37 @@ class TrafficPlanner:
         the candidate, and, across a fabric, the member whose route climbs highest (crossing
         the most shared switch links): a collective runs at the pace of its slowest member."""
         ranks = self._class_ranks(rank_class)
+        array = np.arange(ranks.start, ranks.stop, dtype=np.int64)
+        peers = np.fromiter((peer_of(r) for r in ranks), dtype=np.int64, count=len(ranks))
         candidates = [rank_class.first_rank]
         fabric = None
         if self.graph.fabric is not None and self.layout.num_domains > 1:
-            array = np.fromiter(ranks, dtype=np.int64)
-            peers = np.fromiter((peer_of(r) for r in ranks), dtype=np.int64)
             a, b = self._endpoints(array), self._endpoints(peers)
             common = self._common_levels(a, b)
             crossing = self._domain(array) != self._domain(peers)
             if crossing.any():
-                fabric = (a, b, common, array)
+                fabric = (a, b, common)
                 climb = np.where(crossing, common, 0)
                 highest = int(array[int(np.argmax(climb))])
                 if highest != candidates[0]:
                     candidates.append(highest)
-        paths = [self._path_of(r, ranks, peer_of, use, fabric) for r in candidates]
+        paths = [self._path_of(r, array, peers, use, fabric) for r in candidates]
         return min(paths, key=lambda p: p.standalone_bytes_per_s(self.capacity))
 
-    def _path_of(self, rep: int, ranks: range, peer_of: Callable[[int], int], use: str,
-                 fabric: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None) -> Path:
-        peer = peer_of(rep)
+    def _path_of(self, rep: int, ranks: np.ndarray, peers: np.ndarray, use: str,
+                 fabric: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> Path:
+        index = rep - int(ranks[0])
+        peer = int(peers[index])
         hops = self._staged(self._route(rep, f"gpu:{peer}"))
         names = {self._register(h) for h in hops}
-        nodes = {self._node(rep), self._node(peer)}
-        nearby = [r for r in ranks if self._node(r) in nodes
-                  or self._node(peer_of(r)) in nodes]
+        gpn = self.graph.gpus_per_node
+        nodes = np.asarray([rep // gpn, peer // gpn])
+        near = np.isin(ranks // gpn, nodes) | np.isin(peers // gpn, nodes)
+        pairs = dict(zip(ranks[near].tolist(), peers[near].tolist(), strict=True))
         copies = self._local_copies(
-            nearby, lambda r: self._staged(self._route(r, f"gpu:{peer_of(r)}")), names)
+            list(pairs), lambda r: self._staged(self._route(r, f"gpu:{pairs[r]}")), names)
         if fabric is not None and self._domain(rep) != self._domain(peer):
-            a, b, common, array = fabric
-            index = rep - int(array[0])
+            a, b, common = fabric
             copies.update(self._fabric_copies(a, b, common, int(a[index]), int(b[index])))
         return self._make(hops, copies, use)
 

@@ -53,6 +53,12 @@ class ParallelismSpec(Spec):
     overlap_param_gather: bool = Field(
         default=True, description="ZeRO >= 1: gather updated weights during the next forward."
     )
+    tp_comm_overlap: bool = Field(
+        default=False, description="Overlap each sequence-parallel all-gather and "
+        "reduce-scatter with the GEMM beside it, pipelined in tp chunks (Megatron-LM "
+        "--tp-comm-overlap with Transformer Engine userbuffers; off by default in Megatron-LM, "
+        "on in NeMo's large-model recipes). Needs sequence_parallel; all-reduces never overlap.",
+    )
 
 
 class OffloadSpec(Spec):

@@ -1,0 +1,89 @@
+"""The body of a compute op as segments: kernels run back to back, then an inline collective.
+
+Megatron issues its tensor- and context-parallel collectives on the compute stream between the
+layer's kernels, so they block it; each runs as flows on the system's links (sharing them with
+whatever else crosses them). With ``parallelism.tp_comm_overlap`` (Megatron's
+``--tp-comm-overlap``, Transformer Engine's userbuffers), each sequence-parallel all-gather or
+reduce-scatter instead runs beside the GEMM that consumes or produces its tensor: the exchange is
+split into tp chunks pipelined with the GEMM's chunks, so the pair takes the longer of the two,
+the GEMM slowed by the communication kernels beside it, plus one chunk that cannot overlap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ghsim.workload.ir import Comm, Kernel, Step
+
+OVERLAPPED = frozenset({"all_gather", "reduce_scatter"})
+"""The collectives userbuffers overlaps (only with sequence parallelism; all-reduce never)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Kernels for ``kernel_s`` seconds, then (if any) ``comm``, beside a GEMM of
+    ``overlap_s`` seconds when the collective is overlapped."""
+
+    kernel_s: float
+    comm: Comm | None = None
+    overlap_s: float = 0.0
+
+
+def _pairs(body: tuple[Step, ...], tp_group: str) -> dict[int, int]:
+    """Which GEMM (by index) each overlapped collective (by index) runs beside: an all-gather
+    the GEMM right after it (past FP8 casts), else the nearest earlier free GEMM; a
+    reduce-scatter the nearest earlier free GEMM."""
+    pairs: dict[int, int] = {}
+    taken: set[int] = set()
+
+    def gemm(i: int) -> bool:
+        step = body[i]
+        return isinstance(step, Kernel) and step.klass == "gemm" and i not in taken
+
+    for index, step in enumerate(body):
+        if not (isinstance(step, Comm) and step.group == tp_group
+                and step.collective in OVERLAPPED):
+            continue
+        chosen = None
+        if step.collective == "all_gather":
+            after = index + 1
+            while after < len(body) and isinstance(body[after], Kernel) and \
+                    body[after].name.endswith("fp8_cast_transpose"):
+                after += 1
+            if after < len(body) and gemm(after):
+                chosen = after
+        if chosen is None:
+            chosen = next((i for i in range(index - 1, -1, -1) if gemm(i)), None)
+        if chosen is not None:
+            pairs[index] = chosen
+            taken.add(chosen)
+    return pairs
+
+
+def segments(body: tuple[Step, ...], kernel_s: Callable[[Kernel], float],
+             overlap: bool) -> tuple[Segment, ...]:
+    """The body as segments; ``kernel_s`` gives each kernel's seconds."""
+    pairs = _pairs(body, "tp") if overlap else {}
+    paired = set(pairs.values())
+    result: list[Segment] = []
+    pending = 0.0
+    for index, step in enumerate(body):
+        if isinstance(step, Kernel):
+            if index not in paired:
+                pending += kernel_s(step)
+            continue
+        partner = pairs.get(index)
+        beside = kernel_s(body[partner]) if partner is not None else 0.0  # type: ignore[arg-type]
+        result.append(Segment(pending, step, beside))
+        pending = 0.0
+    if pending or not result:
+        result.append(Segment(pending))
+    return tuple(result)
+
+
+def overlapped_s(gemm_s: float, comm_s: float, slowdown: float, tp: int) -> float:
+    """Seconds of a GEMM and a collective pipelined in ``tp`` chunks: the longer of the GEMM
+    (slowed by ``slowdown`` while communication kernels share its SMs) and the collective, plus
+    the one chunk of the shorter that has nothing to hide behind."""
+    return max(gemm_s * (1 + slowdown), comm_s) + min(gemm_s, comm_s) / max(tp, 1)
