@@ -199,3 +199,14 @@ def test_inspect_routes_shows_each_group_on_its_links(
     nic = next(link for share in dp["shares"] for link in share["links"]
                if link["kind"] == "nic")
     assert nic["efficiency"] == pytest.approx(0.96 * 0.829, rel=1e-3)
+
+
+def test_all_to_all_across_two_nodes_sends_the_remote_share_through_the_nic() -> None:
+    """16 GPUs on 2 DGX H100: of W = 15/16 S each GPU sends 8/15 to the other node (its own NIC)
+    and 7/15 over NVLink: max(8/15 W / 47, 7/15 W / 370) GB/s."""
+    planner, plan, _ = _plan(
+        [*SMALL_DGX, "num_gpus=16", "parallelism.tp=16"], "tp", "all_to_all")
+    assert plan.algorithm == "all_to_all"
+    wire = wire_bytes("all_to_all", 1e9, 16)
+    expected = max(8 / 15 * wire / NCCL_NIC, 7 / 15 * wire / NCCL_NVLINK)
+    assert makespan_s(plan.flows(wire), planner.capacity) == pytest.approx(expected, rel=1e-3)

@@ -14,7 +14,9 @@ domain, each leaving by its own NIC; so of a member's ``W`` wire bytes, ``W / m`
 network and the rest stay on NVLink (``m`` members per domain). All-reduce inside one NVSwitch
 domain uses NVLink SHARP when the GPU has it (reduction in the switch, at its measured bus
 bandwidth). On direct NVLink (a quad GH200 node) NCCL's rings use every peer link, so a member's
-NVLink bytes spread over its peers.
+NVLink bytes spread over its peers. An all-to-all sends 1/n of each member's buffer to every
+other member: the share for members in other domains crosses the network (laid on the route to
+the same position in the next domain), the rest stays on NVLink.
 """
 
 from __future__ import annotations
@@ -271,15 +273,20 @@ class TrafficPlanner:
             return Plan("nvls", latency,
                         (Share(self._path(rank_class, in_domain(1), "nvls"), 1.0),))
         shares: list[Share] = []
+        if collective == "all_to_all":  # each member sends 1/n of its buffer to every other
+            outside, inside = (n - per_domain) / (n - 1), (per_domain - 1) / (n - 1)
+        else:  # rings: W/m of each member's wire bytes cross the network, the rest NVLink
+            outside = 1.0 / per_domain if domains > 1 else 0.0
+            inside = 1.0 - outside
         if domains > 1:
-            shares.append(Share(self._path(rank_class, across, "collective"), 1.0 / per_domain))
+            shares.append(Share(self._path(rank_class, across, "collective"), outside))
         if per_domain > 1:
-            inside = (per_domain - 1) / per_domain if domains > 1 else 1.0
             hops = range(1, per_domain) if self.system.node.nvlink.topology == "direct" else [1]
             for hop in hops:
                 shares.append(Share(self._path(rank_class, in_domain(hop), "collective"),
                                     inside / len(hops)))
-        return Plan("ring", latency, tuple(shares))
+        return Plan("all_to_all" if collective == "all_to_all" else "ring", latency,
+                    tuple(shares))
 
     def send(self, rank_class: RankClass, peer_stage_rank: int) -> Plan:
         """A pipeline send from every member to the same position of another stage."""
