@@ -137,8 +137,8 @@ class Simulator:
             if step is None:
                 continue
             group = rank_class.groups[step.group]
-            plan = self.planner.collective(rank_class, group, step.collective)
             wire = wire_bytes(step.collective, step.bytes, group.size)
+            plan = self.planner.collective(rank_class, group, step.collective, wire)
             start = self.env.now
             if segment.overlap_s:
                 ended: list[float] = []
@@ -211,8 +211,8 @@ class Simulator:
             yield from self._segments(timeline, parts, body)
         elif op.kind == "collective":
             group = op.attrs.get("replay_group") or rank_class.groups[op.attrs["group"]]
-            plan = self.planner.collective(rank_class, group, op.attrs["collective"])
             wire = wire_bytes(op.attrs["collective"], op.bytes, group.size)
+            plan = self.planner.collective(rank_class, group, op.attrs["collective"], wire)
             yield from self._flows(plan, wire, owner, str(op.attrs.get("group", "tp")))
         elif op.kind == "send":
             plan = self.planner.send(rank_class, self.stage_rank[op.attrs["peer_stage"]])

@@ -16,7 +16,9 @@ domain uses NVLink SHARP when the GPU has it (reduction in the switch, at its me
 bandwidth). On direct NVLink (a quad GH200 node) NCCL's rings use every peer link, so a member's
 NVLink bytes spread over its peers. An all-to-all sends 1/n of each member's buffer to every
 other member: the share for members in other domains crosses the network (laid on the route to
-the same position in the next domain), the rest stays on NVLink.
+the same position in the next domain), the rest stays on NVLink. Which algorithm and protocol
+run a collective of a given size, and their latency, is NCCL's own choice (``nccl.choose``): a
+tree shares the ring's routes at the tree's bandwidth factor.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ import numpy as np
 from ghsim.config.layout import Layout
 from ghsim.config.schema import SystemSpec
 from ghsim.errors import ConfigError
+from ghsim.fabric import nccl
 from ghsim.fabric.links import Efficiencies, efficiencies, link_id, link_kind
-from ghsim.fabric.sharing import Path, make_path
+from ghsim.fabric.sharing import Path, make_path, makespan_s
 from ghsim.hardware.graph import Endpoint, Hop, SystemGraph, build_graph, tier_name
 from ghsim.workload.ir import Group, RankClass
 
@@ -47,14 +50,17 @@ class Share:
 
 @dataclass(frozen=True)
 class Plan:
-    """How one transfer of a rank class runs: its algorithm, fixed latency and flows."""
+    """How one transfer of a rank class runs: its algorithm (and NCCL protocol), fixed latency
+    and flows; ``wire_factor`` is the bytes on the wire per payload byte of the protocol."""
 
     algorithm: str
     latency_s: float
     shares: tuple[Share, ...]
+    protocol: str = "Simple"
+    wire_factor: float = 1.0
 
     def flows(self, nbytes: float) -> list[tuple[Path, float]]:
-        return [(s.path, s.fraction * nbytes) for s in self.shares]
+        return [(s.path, s.fraction * nbytes * self.wire_factor) for s in self.shares]
 
 
 class TrafficPlanner:
@@ -71,6 +77,9 @@ class TrafficPlanner:
         self.capacity: dict[str, float] = {}
         self.kinds: dict[str, str] = {}
         self._plans: dict[tuple[object, ...], Plan] = {}
+        self._choices: dict[tuple[object, ...], Plan] = {}
+        self._ring_twins: dict[int, Plan] = {}
+        """The ring layout beside each NVLS layout (NCCL picks between them by size)."""
         self._routes: dict[tuple[int, str], list[Hop]] = {}
         gpn = graph.gpus_per_node
         self._nic_of_local = [int(graph.nearest_nic(f"gpu{i}")[3:]) if graph.fabric else 0
@@ -236,13 +245,35 @@ class TrafficPlanner:
 
     # -- transfers ----------------------------------------------------------------------------
 
-    def collective(self, rank_class: RankClass, group: Group, collective: str) -> Plan:
-        """How a collective of ``group`` runs for ``rank_class`` (fractions of its wire bytes,
-        ``wire_bytes(collective, message, n)``)."""
+    def collective(self, rank_class: RankClass, group: Group, collective: str,
+                   wire_bytes: float | None = None) -> Plan:
+        """How a collective of ``group`` runs for ``rank_class``: its flows as fractions of
+        each member's wire bytes (``wire_bytes(collective, message, n)``), with the algorithm
+        and protocol NCCL picks for ``wire_bytes`` (large messages when not given)."""
         key = ("collective", rank_class.name, group, collective)
         if key not in self._plans:
             self._plans[key] = self._collective(rank_class, group, collective)
-        return self._plans[key]
+        layout = self._plans[key]
+        if layout.algorithm in ("none", "all_to_all") or wire_bytes is None:
+            return layout
+        chosen = (key, wire_bytes)
+        if chosen not in self._choices:
+            self._choices[chosen] = self._choose(layout, group, collective, wire_bytes)
+        return self._choices[chosen]
+
+    def _busbw(self, plan: Plan) -> float:
+        """Bus bandwidth the plan's flows get alone on idle links."""
+        return 1e9 / makespan_s(plan.flows(1e9), self.capacity)
+
+    def _choose(self, layout: Plan, group: Group, collective: str, wire: float) -> Plan:
+        nvls = layout if layout.algorithm == "nvls" else None
+        ring = self._ring_twins[id(layout)] if nvls is not None else layout
+        intra = "nvlink" if self.system.node.nvlink.topology != "none" else "pci"
+        choice = nccl.choose(collective, group.size, group.domains, intra, wire,
+                             self._busbw(ring), self._busbw(nvls) if nvls else None)
+        base = nvls if choice.algorithm == "nvls" and nvls is not None else ring
+        return Plan(choice.algorithm, choice.latency_s, base.shares, choice.protocol,
+                    choice.wire_factor)
 
     def _collective(self, rank_class: RankClass, group: Group, collective: str) -> Plan:
         n = group.size
@@ -269,9 +300,6 @@ class TrafficPlanner:
             base, j = position(rank)
             return base + (j + per_domain) % n * stride
 
-        if domains == 1 and collective == "all_reduce" and self.eff.nvls and n > 2:
-            return Plan("nvls", latency,
-                        (Share(self._path(rank_class, in_domain(1), "nvls"), 1.0),))
         shares: list[Share] = []
         if collective == "all_to_all":  # each member sends 1/n of its buffer to every other
             outside, inside = (n - per_domain) / (n - 1), (per_domain - 1) / (n - 1)
@@ -285,8 +313,14 @@ class TrafficPlanner:
             for hop in hops:
                 shares.append(Share(self._path(rank_class, in_domain(hop), "collective"),
                                     inside / len(hops)))
-        return Plan("all_to_all" if collective == "all_to_all" else "ring", latency,
+        ring = Plan("all_to_all" if collective == "all_to_all" else "ring", latency,
                     tuple(shares))
+        if domains == 1 and collective == "all_reduce" and self.eff.nvls and n > 2:
+            nvls = Plan("nvls", latency,
+                        (Share(self._path(rank_class, in_domain(1), "nvls"), 1.0),))
+            self._ring_twins[id(nvls)] = ring
+            return nvls
+        return ring
 
     def send(self, rank_class: RankClass, peer_stage_rank: int) -> Plan:
         """A pipeline send from every member to the same position of another stage."""

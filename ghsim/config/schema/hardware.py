@@ -281,7 +281,9 @@ class NvlinkSpec(Spec):
         "0 < x <= 2: the switch reduces, so it may exceed 1"))
     collective_latency_us: PositiveFloat | None = Field(
         default=None,
-        description="Per-step latency (alpha) of a collective over NVLink; not a wire latency.",
+        description="Measured per-step latency (alpha) of a small collective over NVLink; "
+        "used for pipeline sends and all-to-alls. Ring, tree and NVLS latencies follow NCCL's "
+        "own tuning model (ghsim/fabric/nccl.py), which this measurement checks.",
     )
 
     _alone = field_validator("nccl_efficiency", "nvls_allreduce_efficiency")(
@@ -488,7 +490,9 @@ class NicSpec(Spec):
     nccl_efficiency: Fraction | None = Field(default=None, description=_efficiency(
         "NCCL bus bandwidth per NIC", "line_rate_gbit_s"))
     collective_latency_us: PositiveFloat | None = Field(
-        default=None, description="Per-step latency (alpha) of a collective across nodes."
+        default=None, description="Measured per-step latency (alpha) of a small collective "
+        "across nodes; used for pipeline sends and all-to-alls (ring, tree and NVLS latencies "
+        "follow NCCL's tuning model, ghsim/fabric/nccl.py)."
     )
 
     _alone = field_validator("nccl_efficiency")(classmethod(_not_both))

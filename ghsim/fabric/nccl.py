@@ -1,0 +1,113 @@
+"""NCCL's choice of algorithm and protocol, and their latencies, after its own tuning model.
+
+NCCL predicts ``time = latency + bytes / bandwidth`` for every enabled algorithm x protocol pair
+and runs the fastest (NVIDIA/nccl ``src/graph/tuning.cc`` and ``src/enqueue.cc`` at 5067397,
+NCCL 2.30). ghsim takes NCCL's latency tables and its bandwidth factors as they are; the
+bandwidth they multiply is not NCCL's per-channel guess but what the collective's flows get on
+the system's links (measured NCCL efficiencies of the links, Simple protocol, as nccl-tests
+reports for large messages). The LL protocols carry flags beside the data (LL: 4 of every 8
+bytes; LL128: 120 of 128), which ghsim models as extra bytes on the wire.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+
+BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0)}
+"""``baseLat`` per algorithm, for LL / LL128 / Simple (tuning.cc:150-175)."""
+
+HW_LATENCY_US = {
+    ("tree", "nvlink"): (0.6, 1.25, 4.0), ("tree", "pci"): (1.0, 1.9, 4.0),
+    ("tree", "net"): (5.0, 8.5, 14.0),
+    ("ring", "nvlink"): (0.6, 1.9, 3.4), ("ring", "pci"): (1.0, 2.5, 5.7),
+    ("ring", "net"): (2.7, 4.0, 14.0),
+    ("nvls", "nvlink"): (math.inf, math.inf, 25.0), ("nvls", "net"): (math.inf, math.inf, 18.0),
+}
+"""``hwLat`` per algorithm and link type, LL / LL128 / Simple (tuning.cc:150-175); NVLS runs
+only with Simple."""
+
+NET_OVERHEAD_US = 1.0
+"""Extra per-step latency of a ring that crosses the network (x3 for Simple; tuning.cc:228)."""
+
+LL_MAX_BUSBW = {1: 141.0e9, 2: 39.0e9, 4: 20.4e9}
+"""``llMaxBw`` for Hopper: one node, and across nodes (2, 4+; Intel-host rows), bytes/s."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What NCCL runs: algorithm, protocol, latency, and the wire-byte factor of the protocol
+    (bytes on the wire per byte of payload, bandwidth factors folded in)."""
+
+    algorithm: str
+    protocol: str
+    latency_s: float
+    wire_factor: float
+
+    def time_s(self, wire_bytes: float, busbw: float) -> float:
+        return self.latency_s + wire_bytes * self.wire_factor / busbw
+
+
+def _bandwidth_factor(algorithm: str, protocol: str, nodes: int, busbw: float) -> float:
+    """Fraction of the Simple-protocol bus bandwidth the pair reaches (tuning.cc:327-336)."""
+    if algorithm == "ring":
+        if protocol == "LL":
+            cap = LL_MAX_BUSBW[nodes if nodes <= 2 else 4]
+            return min(0.5, cap / busbw)
+        return 0.92 if protocol == "LL128" else 1.0
+    if algorithm == "tree":
+        if protocol == "LL":
+            return 1 / 3.8
+        if protocol == "LL128":
+            return 7 / 9 if nodes == 1 else 120 / 128
+        return 0.92
+    return 1.0
+
+
+def latency_s(algorithm: str, protocol: str, collective: str, ranks: int, nodes: int,
+              intra: str) -> float:
+    """NCCL's latency of one collective (tuning.cc:384-435); ``intra`` is ``nvlink`` or
+    ``pci``, ``nodes`` the NVLink domains the group spans."""
+    p = PROTOCOLS.index(protocol)
+    base = BASE_LATENCY_US[algorithm][p]
+    intra_us = HW_LATENCY_US[(algorithm, intra if algorithm != "nvls" else "nvlink")][p]
+    inter_us = HW_LATENCY_US.get((algorithm, "net"), (0.0, 0.0, 0.0))[p]
+    per_node = max(1, ranks // nodes)
+    if algorithm == "ring":
+        steps = 2 * (ranks - 1) if collective == "all_reduce" else ranks - 1
+        crossings = (2 if collective == "all_reduce" else 1) * (nodes - 1)
+        if nodes > 1:
+            intra_us = max(intra_us, NET_OVERHEAD_US * (3 if protocol == "Simple" else 1))
+        total = base + (steps - crossings) * intra_us + crossings * inter_us
+    elif algorithm == "tree":
+        levels = int(math.log2(nodes)) if nodes > 1 else 0
+        total = base + 2 * ((per_node - 1) * intra_us + levels * inter_us)
+    else:
+        total = base + intra_us + (inter_us if nodes > 1 else 0.0)
+    return total * 1e-6
+
+
+def choose(collective: str, ranks: int, nodes: int, intra: str, wire_bytes: float,
+           ring_busbw: float, nvls_busbw: float | None) -> Choice:
+    """The fastest enabled algorithm x protocol for ``wire_bytes`` per rank, given the bus
+    bandwidth the ring's flows (and NVLS's, where it runs) get alone."""
+    algorithms = ["ring"]
+    if collective == "all_reduce":
+        algorithms.append("tree")
+        if nvls_busbw is not None and nodes == 1 and ranks > 2:
+            algorithms.append("nvls")
+    best: tuple[float, Choice] | None = None
+    for algorithm in algorithms:
+        busbw = nvls_busbw if algorithm == "nvls" and nvls_busbw else ring_busbw
+        for protocol in (("Simple",) if algorithm == "nvls" else PROTOCOLS):
+            factor = _bandwidth_factor(algorithm, protocol, nodes, busbw)
+            choice = Choice(algorithm, protocol,
+                            latency_s(algorithm, protocol, collective, ranks, nodes, intra),
+                            1.0 / factor)
+            seconds = choice.time_s(wire_bytes, busbw)
+            if best is None or seconds < best[0]:
+                best = (seconds, choice)
+    assert best is not None
+    return best[1]
