@@ -120,8 +120,13 @@ class FlowNetwork:
 
     def _rebalance(self, seed: Iterable[int], touched: set[str]) -> None:
         now = self.env.now
-        ids = sorted(self._component(seed))
-        rates = max_min_rates([self.flows[i].path for i in ids], self.capacity)
+        ids = sorted(self._component(seed)) if seed else []
+        if len(ids) == 1:
+            rates = [self.flows[ids[0]].path.standalone_bytes_per_s(self.capacity)]
+        elif ids:
+            rates = max_min_rates([self.flows[i].path for i in ids], self.capacity)
+        else:
+            rates = []
         for i, rate in zip(ids, rates, strict=True):
             flow = self.flows[i]
             touched.update(flow.path.links)
@@ -158,7 +163,7 @@ class FlowNetwork:
             self._on_link[link].discard(key)
         self.transfers.append((flow.owner, flow.traffic, flow.start, now, flow.nbytes))
         flow.done.succeed()
-        neighbours = {i for link in flow.path.links for i in self._on_link[link]}
+        neighbours = [i for link in flow.path.links for i in self._on_link[link]]
         self._rebalance(neighbours, set(flow.path.links))
 
     def transfer(self, path: Path, nbytes: float, owner: str, traffic: str) -> simpy.Event:

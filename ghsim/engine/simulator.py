@@ -131,24 +131,31 @@ class Simulator:
         group in ``parts``."""
         rank_class = timeline.rank_class
         for segment in body:
-            if segment.kernel_s:
-                yield self.env.timeout(segment.kernel_s)
             step = segment.comm
             if step is None:
+                if segment.kernel_s:
+                    yield self.env.timeout(segment.kernel_s)
                 continue
             group = rank_class.groups[step.group]
             wire = wire_bytes(step.collective, step.bytes, group.size)
             plan = self.planner.collective(rank_class, group, step.collective, wire)
+            if not segment.overlap_s:
+                # the kernels, then the collective's latency, in one wait; then its flows
+                start = self.env.now + segment.kernel_s
+                yield self.env.timeout(segment.kernel_s + plan.latency_s)
+                yield from self._flows(plan, wire, rank_class.name, step.group, latency=False)
+                parts[step.group] = parts.get(step.group, 0.0) + self.env.now - start
+                timeline.comm_spans.append((step.group, start, self.env.now))
+                continue
+            if segment.kernel_s:
+                yield self.env.timeout(segment.kernel_s)
             start = self.env.now
-            if segment.overlap_s:
-                ended: list[float] = []
-                exchange = self._recorded(plan, wire, rank_class.name, step.group, ended)
-                beside = self.env.timeout(segment.overlap_s * (1 + self.gpu.overlap_slowdown))
-                yield self.env.all_of([beside, self.env.process(exchange)])
-                comm_s = ended[0] - start
-                yield self.env.timeout(min(segment.overlap_s, comm_s) / max(group.size, 1))
-            else:
-                yield from self._flows(plan, wire, rank_class.name, step.group)
+            ended: list[float] = []
+            exchange = self._recorded(plan, wire, rank_class.name, step.group, ended)
+            beside = self.env.timeout(segment.overlap_s * (1 + self.gpu.overlap_slowdown))
+            yield self.env.all_of([beside, self.env.process(exchange)])
+            comm_s = ended[0] - start
+            yield self.env.timeout(min(segment.overlap_s, comm_s) / max(group.size, 1))
             exposed = self.env.now - start - segment.overlap_s
             parts[step.group] = parts.get(step.group, 0.0) + exposed
             timeline.comm_spans.append((step.group, start, self.env.now))
@@ -169,13 +176,16 @@ class Simulator:
 
     # -- processes -------------------------------------------------------------------------
 
-    def _flows(self, plan: Plan, nbytes: float, owner: str,
-               traffic: str) -> Generator[simpy.Event, Any, None]:
-        if plan.latency_s:
+    def _flows(self, plan: Plan, nbytes: float, owner: str, traffic: str,
+               latency: bool = True) -> Generator[simpy.Event, Any, None]:
+        """The plan's latency (unless the caller waited it), then its flows, to the last."""
+        if latency and plan.latency_s:
             yield self.env.timeout(plan.latency_s)
         ends = [self.network.transfer(path, part, owner, traffic)
                 for path, part in plan.flows(nbytes)]
-        if ends:
+        if len(ends) == 1:
+            yield ends[0]
+        elif ends:
             yield self.env.all_of(ends)
 
     def _recorded(self, plan: Plan, nbytes: float, owner: str, traffic: str,
