@@ -1,6 +1,6 @@
 """Benchmark: importing a Kineto trace, in MB/s of uncompressed JSON, and the parser's memory.
 
-Builds a large rank file by repeating the events of a real Megatron trace (../shared/traces)
+Builds a large rank file by repeating the events of a real Megatron trace (tests/data/traces)
 until it holds about 200 MB of JSON, then imports it: prints the throughput (target: 20 MB/s or
 better on one core) and the peak Python heap (tracemalloc) against the JSON text's size.
 Run: ``python benchmarks/bench_import.py``.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ghsim.importers.kineto import read_kineto
 
-ROOT = Path(__file__).resolve().parents[2]
-SOURCE = (ROOT / "shared" / "traces" / "astra-sim_astra-sim" /
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = (ROOT / "tests" / "data" / "traces" / "astra-sim_astra-sim" /
           "my_test__inputs__workload__megatron-tp8__megatron_kineto_0.json.gz")
 TARGET_BYTES = 200 * 2**20
 

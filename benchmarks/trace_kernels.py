@@ -1,4 +1,4 @@
-"""Measure training-kernel memory bandwidth from the real Megatron-LM traces in ../shared/traces.
+"""Measure training-kernel memory bandwidth from the real Megatron-LM traces in tests/data/traces.
 
 The eight Kineto traces of Megatron-LM GPT (hidden 4096, 40 layers, seq 2048, micro-batch 4, TP 8,
 fp16) on 8x A100-SXM4-80GB record every kernel's duration. Two memory-bound kernels have shapes
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT.parent / "shared" / "traces" / "astra-sim_astra-sim"
+DEFAULT = ROOT / "tests" / "data" / "traces" / "astra-sim_astra-sim"
 PATTERN = "my_test__inputs__workload__megatron-tp8__megatron_kineto_{}.json.gz"
 LAYERNORM_BYTES = 8192 * 4096 * 2 * 2
 SOFTMAX_BYTES = 4 * 4 * 2048 * 2048 * 2 * 2

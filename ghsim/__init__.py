@@ -7,25 +7,61 @@ The library face: load validated inputs, build the hardware graph, lower the ste
 >>> result = ghsim.simulate(scenario)
 >>> result.step_time_s > 0
 True
+
+The names are loaded when first used (PEP 562), so that ``import ghsim`` and the command
+line's start-up do not pay for numpy, networkx, simpy and pydantic before they are needed.
 """
 
-from ghsim.config import (
-    Layout,
-    Scenario,
-    load_file,
-    load_hardware,
-    load_model,
-    load_scenario,
-    load_system,
-    load_validation_points,
-)
-from ghsim.engine.result import Result
-from ghsim.engine.simulate import simulate
-from ghsim.errors import ConfigError, GhsimError, InputError, LayoutError, OverrideError
-from ghsim.hardware import Endpoint, Route, SystemGraph, build_graph, system_totals
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ghsim.version import __version__
-from ghsim.workload import model_flops_per_token, parameter_count
-from ghsim.workload.lower import lower
+
+if TYPE_CHECKING:
+    from ghsim.config import (
+        Layout,
+        Scenario,
+        load_file,
+        load_hardware,
+        load_model,
+        load_scenario,
+        load_system,
+        load_validation_points,
+    )
+    from ghsim.engine.result import Result
+    from ghsim.engine.simulate import simulate
+    from ghsim.errors import ConfigError, GhsimError, InputError, LayoutError, OverrideError
+    from ghsim.hardware import Endpoint, Route, SystemGraph, build_graph, system_totals
+    from ghsim.workload import model_flops_per_token, parameter_count
+    from ghsim.workload.lower import lower
+
+_WHERE = {
+    "ghsim.config": ("Layout", "Scenario", "load_file", "load_hardware", "load_model",
+                     "load_scenario", "load_system", "load_validation_points"),
+    "ghsim.engine.result": ("Result",),
+    "ghsim.engine.simulate": ("simulate",),
+    "ghsim.errors": ("ConfigError", "GhsimError", "InputError", "LayoutError", "OverrideError"),
+    "ghsim.hardware": ("Endpoint", "Route", "SystemGraph", "build_graph", "system_totals"),
+    "ghsim.workload": ("model_flops_per_token", "parameter_count"),
+    "ghsim.workload.lower": ("lower",),
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ghsim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])
+
 
 __all__ = [
     "ConfigError",

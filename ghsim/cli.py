@@ -1,19 +1,21 @@
 """The ``ghsim`` command line.
 
 Exit status: 0 success; 2 bad input (one line on stderr naming the file, the key path and what
-was expected); 1 an internal error.
+was expected), or a closed standard output; 1 an internal error, or standard output that fails
+(a full disk, a reader that went away: one line, never a traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
+import errno
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.progress import (
@@ -28,20 +30,25 @@ from rich.progress import (
 from ghsim.config import load_file, load_scenario, scenario_from_spec
 from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
 from ghsim.config.schema_export import SCHEMA_KINDS, json_schema
-from ghsim.config.search import display, locate_any
+from ghsim.config.search import display, find_path, locate_any, shipped_files
 from ghsim.config.sweep import load_sweep
-from ghsim.engine.result import Result
+from ghsim.config.yamlio import read_mapping
+from ghsim.engine.result import Result, does_not_fit_line
 from ghsim.engine.simulate import simulate
 from ghsim.engine.validation import summarize, validate_file
-from ghsim.errors import InputError
+from ghsim.errors import InputError, printable
 from ghsim.importers.cli_import import FORMATS, import_traces
 from ghsim.importers.cli_import import summary as import_summary
-from ghsim.importers.export import export_chakra
-from ghsim.outputs import directory_lock, refuse_inputs, write_text
+from ghsim.limits import MAX_GPUS, MAX_SEQ_LEN, MAX_WORKERS
+from ghsim.outputs import (
+    directory_lock,
+    dumps_strict,
+    output_folder,
+    refuse_inputs,
+    write_text,
+)
 from ghsim.report import console as render
-from ghsim.report import plots
-from ghsim.report.html import run_report
-from ghsim.report.plots import save
+from ghsim.report.chakra import export_chakra
 from ghsim.report.routes import routes_view
 from ghsim.report.trace import chrome_trace
 from ghsim.report.views import (
@@ -51,23 +58,106 @@ from ghsim.report.views import (
     system_view,
     workload_view_of,
 )
-from ghsim.sweep.outputs import as_json, summary_line, write_outputs
 from ghsim.sweep.runner import run_sweep
 from ghsim.version import __version__
 
 
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+def _print_json(data: Any, source: str = "standard output") -> None:
+    """Strict JSON (never NaN or Infinity) on standard output; a number that is not finite is
+    an error at ``source`` (the file the data came from)."""
+    sys.stdout.write(dumps_strict(data, source, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def _positive_int(text: str) -> int:
+class StdoutError(Exception):
+    """Standard output cannot be written (closed, full, or its reader went away)."""
+
+    def __init__(self, reason: str, closed: bool) -> None:
+        super().__init__(reason)
+        self.closed = closed
+
+
+_CLOSED = {errno.EBADF, errno.EINVAL}
+
+
+class _Stdout:
+    """``sys.stdout`` while a command runs: a failing write becomes :class:`StdoutError`, and
+    text the stream cannot encode (a lone surrogate) is written escaped."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def _call(self, method: str, *args: Any) -> Any:
+        if self.stream is None:
+            raise StdoutError("is closed", closed=True)
+        try:
+            return getattr(self.stream, method)(*args)
+        except UnicodeEncodeError:
+            encoding = getattr(self.stream, "encoding", None) or "utf-8"
+            text = args[0].encode(encoding, "backslashreplace").decode(encoding)
+            return self._call(method, text)
+        except ValueError:  # I/O operation on a closed file
+            raise StdoutError("is closed", closed=True) from None
+        except OSError as error:
+            reason = error.strerror or str(error)
+            if isinstance(error, BrokenPipeError):
+                reason += " (the reader closed it)"
+            raise StdoutError(f"cannot write: {reason}", error.errno in _CLOSED) from None
+
+    def write(self, text: str) -> int:
+        return int(self._call("write", text) or 0)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def isatty(self) -> bool:
+        return self.stream is not None and bool(self._call("isatty"))
+
+    def __getattr__(self, name: str) -> Any:
+        if self.stream is None:
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
+
+def _silence(stream: Any) -> None:
+    """Point the failed stream's descriptor at /dev/null, so that the interpreter's last flush
+    at exit does not fail again with a traceback."""
+    with contextlib.suppress(Exception):
+        descriptor = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(descriptor, stream.fileno())
+        os.close(descriptor)
+
+
+def _error(line: str) -> None:
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"ghsim: error: {line}\n")
+            sys.stderr.flush()
+
+
+def _positive_int(text: str, most: int, limit: str) -> int:
+    """An argument that is a whole number from 1 to ``most`` (the limit named ``limit``)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value > most:
+        raise argparse.ArgumentTypeError(f"expected at most {most:,} (ghsim.limits.{limit}), "
+                                         f"got {text[:40]!r}")
     return value
+
+
+def _gpus(text: str) -> int:
+    return _positive_int(text, MAX_GPUS, "MAX_GPUS")
+
+
+def _workers(text: str) -> int:
+    return _positive_int(text, MAX_WORKERS, "MAX_WORKERS")
+
+
+def _seq_len(text: str) -> int:
+    return _positive_int(text, MAX_SEQ_LEN, "MAX_SEQ_LEN")
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -88,7 +178,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     else:
         view = document_view(spec)
     if args.json:
-        _print_json(view)
+        source = " ".join([args.file, *(f"--set {o}" for o in args.overrides)])
+        _print_json(view, source)
         return 0
     console = Console()
     renderer: Callable[[dict[str, Any], Console], None] | None = {
@@ -108,15 +199,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def _write_outputs(directory: Path, result: Result, name: str) -> None:
     """``-o DIR``: result.json, trace.json, breakdown plot, report.html."""
+    from ghsim.report import plots  # matplotlib: imported only when plots are written
+    from ghsim.report.html import run_report
+
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        output_folder(directory)
         data = result.to_dict()
-        write_text(directory / "result.json", json.dumps(data, indent=2) + "\n")
+        write_text(directory / "result.json", dumps_strict(data, str(directory), indent=2) + "\n")
         if result.timeline is not None:
             trace = chrome_trace(result.timeline)
-            write_text(directory / "trace.json", json.dumps(trace))
+            write_text(directory / "trace.json", dumps_strict(trace, str(directory / "trace.json")))
         record = {"label": name, "breakdown_s": data["breakdown_s"]}
-        svgs = save({"breakdown": plots.breakdown([record])}, directory)
+        svgs = plots.save({"breakdown": plots.breakdown([record])}, directory)
         write_text(directory / "report.html", run_report(name, data, svgs))
     except OSError as error:
         raise InputError(str(directory), "", f"cannot write outputs: {error.strerror}") from None
@@ -125,15 +219,20 @@ def _write_outputs(directory: Path, result: Result, name: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """Simulate one training step."""
     scenario = load_scenario(args.scenario, args.overrides)
-    result = simulate(scenario)
-    if args.output is not None:
-        directory = Path(args.output)
+    directory = Path(args.output) if args.output is not None else None
+    if directory is not None:  # checked before the simulation, so a mistake costs no time
         written = [directory / f for f in ("result.json", "trace.json", "report.html",
                                            "breakdown.png", "breakdown.svg")]
         refuse_inputs(written, [Path(scenario.source)])
+        output_folder(directory, create=False)
+    if args.chakra is not None:
+        output_folder(Path(args.chakra), "--chakra", create=False)
+    result = simulate(scenario)
+    if directory is not None:
         _write_outputs(directory, result, scenario.name)
     if args.chakra is not None and result.timeline is not None:
         try:
+            output_folder(Path(args.chakra), "--chakra")
             export_chakra(result.timeline, Path(args.chakra))
         except OSError as error:
             raise InputError(args.chakra, "", f"cannot write: {error.strerror}") from None
@@ -141,24 +240,50 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_json(result.to_dict())
     else:
         render.render_result(result.to_dict(), scenario.name, Console())
+    if (line := does_not_fit_line(result.memory)) is not None:  # exit 0: it is a prediction
+        sys.stderr.write(f"ghsim: warning: {line}\n")
     return 0
 
 
+def _validation_report(points: str | Path) -> dict[str, Any]:
+    """``ghsim validate --json`` of one file: every point's outcome, then the summary."""
+    results = validate_file(points)
+    return {"points": [asdict(o) for o in results], **summarize(results)}
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Simulate every validation point and compare with the measurement."""
-    results = validate_file(args.points)
-    summary = summarize(results)
-    outcomes = [asdict(o) for o in results]
+    """Simulate every validation point and compare with the measurement; with ``--all``, every
+    shipped set in the ``validation_points`` schema, the others skipped with one line each."""
+    console = Console()
+    if not args.all:
+        report = _validation_report(find_path(args.points) or args.points)
+        if args.json:
+            _print_json(report)
+        else:
+            render.render_validation(report["points"], report, console)
+        return 0
+    reports: dict[str, dict[str, Any]] = {}
+    for path in shipped_files("validation_points"):
+        kind = read_mapping(path).get("kind")
+        if kind != "validation_points":
+            sys.stderr.write(f"ghsim: validate --all: skipping {path.stem}: kind {kind!r} is not "
+                             "the validation_points schema, which it cannot load yet\n")
+            continue
+        reports[path.stem] = report = _validation_report(path)
+        if not args.json:
+            console.print(f"[bold]{path.stem}[/] ({display(path)})")
+            render.render_validation(report["points"], report, console)
     if args.json:
-        _print_json({"points": outcomes, **summary})
-    else:
-        render.render_validation(outcomes, summary, Console())
+        _print_json(reports)
     return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run a what-if study and rank its points."""
     sweep = load_sweep(args.sweep)
+    # matplotlib (its plots) is imported only by the commands that write them
+    from ghsim.sweep.outputs import as_json, summary_line, write_outputs
+
     output = Path(args.output) if args.output else None
     cache = output / "cache" if output else None
     console = Console(stderr=True)
@@ -170,7 +295,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                       console=console, disable=args.json or not console.is_terminal) as progress:
-            task = progress.add_task(sweep.spec.name, total=len(sweep.points()))
+            task = progress.add_task(render.terminal_safe(sweep.spec.name),
+                                     total=sweep.count())
             outcome = run_sweep(sweep, args.workers, args.scheduler, cache,
                                 on_result=lambda _r, _n: progress.advance(task))
         if output is not None:
@@ -180,7 +306,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 raise InputError(str(output), "",
                                  f"cannot write outputs: {error.strerror}") from None
     if args.json:
-        _print_json(as_json(outcome))
+        _print_json(as_json(outcome), sweep.source)
     else:
         render.render_sweep(outcome.ranked(), summary_line(outcome), sweep.spec.rank_by,
                             Console())
@@ -214,8 +340,18 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """A command-line mistake is one line on stderr and exit status 2, like every other input
+    error: the message, then the usage on the same line."""
+
+    def error(self, message: str) -> NoReturn:
+        usage = " ".join(self.format_usage().split())
+        _error(printable(f"{message} ({usage}; see {self.prog} --help)"))
+        self.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ghsim",
         description="Performance simulator for large-model training on Grace Hopper systems.",
     )
@@ -234,9 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--routes", action="store_true",
                          help="scenario: each group's collective laid on the system graph (links, "
                          "copies of the flow on each, efficiency, rate alone)")
-    inspect.add_argument("--gpus", type=_positive_int, default=None,
+    inspect.add_argument("--gpus", type=_gpus, default=None,
                          help="system only: size the totals for this many GPUs")
-    inspect.add_argument("--seq-len", type=_positive_int, default=2048,
+    inspect.add_argument("--seq-len", type=_seq_len, default=2048,
                          help="model only: sequence length for FLOPs per token (default 2048)")
     _add_common(inspect)
     inspect.set_defaults(handler=cmd_inspect)
@@ -260,10 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
         "sweep", help="run a what-if study: a grid or list of overrides on a base scenario",
         description="Run every point of a sweep file in parallel (local processes, or a Dask "
         "cluster with --scheduler), rank them, and with -o write results.csv, results.json, "
-        "plots and report.html. Results are cached by scenario hash under -o DIR.",
+        "plots and report.html. Results are cached under -o DIR, keyed by the content of "
+        "every input file and the ghsim version.",
     )
     sweep.add_argument("sweep", metavar="SWEEP", help="a sweep file, or a shipped sweep's name")
-    sweep.add_argument("--workers", type=_positive_int, default=None,
+    sweep.add_argument("--workers", type=_workers, default=None,
                        help="local worker processes (default: the cores available)")
     sweep.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="run on the Dask cluster at ADDRESS, e.g. tcp://host:8786")
@@ -275,10 +412,18 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser(
         "validate", help="simulate published measurements and compare",
         description="Simulate every point of a validation_points file and print predicted "
-        "against measured step time, the error of each and the mean absolute percentage error.",
+        "against measured step time, the error of each and the mean absolute percentage error. "
+        "Shipped sets: calibration (30 published runs on DGX A100 and H100), gh200 (12 on "
+        "GH200 systems); --all runs both.",
     )
-    validate.add_argument("points", metavar="POINTS", help="a validation_points YAML file")
-    validate.add_argument("--json", action="store_true", help="print one JSON object")
+    which = validate.add_mutually_exclusive_group(required=True)
+    which.add_argument("points", metavar="POINTS", nargs="?",
+                       help="a validation_points file: a path, or a shipped set's name "
+                       "(calibration, gh200)")
+    which.add_argument("--all", action="store_true",
+                       help="every shipped set in the validation_points schema")
+    validate.add_argument("--json", action="store_true",
+                          help="print one JSON object (with --all: one per set, by name)")
     validate.set_defaults(handler=cmd_validate)
 
     trace = commands.add_parser(
@@ -308,16 +453,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ghsim`` console script."""
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
+    stdout = sys.stdout
+    sys.stdout = _Stdout(stdout)
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()
+        return status
     except InputError as error:
-        sys.stderr.write(f"ghsim: error: {error.line()}\n")
+        _error(error.line())
         return 2
+    except StdoutError as error:
+        _silence(stdout)
+        _error(f"standard output: {error}")
+        return 2 if error.closed else 1
+    except MemoryError:
+        _error("out of memory: this input needs more memory than the process may use (the "
+               "limits of ghsim.limits bound what it reads and simulates)")
+        return 1
     except KeyboardInterrupt:
-        sys.stderr.write("ghsim: interrupted\n")
+        if sys.stderr is not None:
+            sys.stderr.write("ghsim: interrupted\n")
         return 130
-    except BrokenPipeError:
-        return 0
+    finally:
+        sys.stdout = stdout
+        if stdout is not None:
+            try:
+                stdout.flush()
+            except (OSError, ValueError):
+                _silence(stdout)
 
 
 if __name__ == "__main__":

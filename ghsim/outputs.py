@@ -8,13 +8,17 @@ of one. An output path that is one of the command's inputs is refused before any
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ghsim.errors import InputError
+from ghsim.files import file_kind
 
 
 def _umask() -> int:
@@ -29,11 +33,14 @@ def atomic_open(path: Path, mode: str = "w", newline: str | None = None) -> Iter
     ``path`` when the block ends without an exception and is removed otherwise."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open writes only ('w' or 'wb'), got {mode!r}")
+    refuse_special(path)
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
                                              suffix=".tmp")
     try:
+        # Text that cannot be encoded (a lone surrogate from a name) is written escaped.
         with os.fdopen(descriptor, mode, newline=newline,
-                       encoding=None if "b" in mode else "utf-8") as handle:
+                       encoding=None if "b" in mode else "utf-8",
+                       errors=None if "b" in mode else "backslashreplace") as handle:
             yield handle
         os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)
@@ -41,6 +48,79 @@ def atomic_open(path: Path, mode: str = "w", newline: str | None = None) -> Iter
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def refuse_special(path: Path) -> None:
+    """Refuse to replace anything but a regular file (or nothing): renaming over ``/dev/full``
+    or a FIFO would destroy it, and a folder cannot be replaced by a file."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(mode):
+        raise InputError(str(path), "", f"expected a regular file to write, found "
+                         f"{file_kind(mode)}; choose another output path")
+
+
+def output_folder(directory: Path, flag: str = "-o", create: bool = True) -> None:
+    """Create the output folder ``directory`` (and its parents); an :class:`InputError` when it
+    is a file or cannot be created. With ``create`` False, only check (before a long run) that
+    it is a folder or could be made in the nearest folder above it that exists."""
+    try:
+        mode = os.stat(directory).st_mode
+    except FileNotFoundError:
+        mode = None
+    except (OSError, ValueError) as error:
+        raise InputError(str(directory), flag, f"cannot write outputs: "
+                         f"{getattr(error, 'strerror', None) or error}") from None
+    if mode is not None and not stat.S_ISDIR(mode):
+        kind = "a regular file" if stat.S_ISREG(mode) else file_kind(mode)
+        raise InputError(str(directory), flag, f"expected a folder for the outputs, found {kind}")
+    if not create:
+        above = directory.absolute().parent
+        while not above.exists() and above != above.parent:
+            above = above.parent
+        if mode is None and not above.is_dir():
+            raise InputError(str(directory), flag, f"cannot write outputs: {above} is not a "
+                             "folder (Not a directory)")
+        return
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(str(directory), flag,
+                         f"cannot write outputs: {error.strerror or error}") from None
+
+
+def nonfinite_path(data: Any) -> str | None:
+    """The key path of the first number in ``data`` that is not finite (nan, inf), if any."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path or "(the value)"
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), item)
+                         for key, item in reversed(list(value.items())))
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{path}[{index}]", item)
+                         for index, item in reversed(list(enumerate(value))))
+    return None
+
+
+NONFINITE = ("an input is beyond the range ghsim simulates (a bandwidth, rate or size near 0 "
+             "or near 1e300)")
+
+
+def dumps_strict(data: Any, source: str, **options: Any) -> str:
+    """``json.dumps`` that never writes NaN or Infinity (not JSON): a non-finite number is an
+    :class:`InputError` at ``source`` naming its key path."""
+    try:
+        return json.dumps(data, allow_nan=False, **options)
+    except ValueError:
+        where = nonfinite_path(data)
+        if where is None:
+            raise
+        raise InputError(source, where, f"is not a finite number; {NONFINITE}") from None
 
 
 def write_text(path: Path, text: str) -> None:
@@ -80,8 +160,8 @@ def directory_lock(directory: Path) -> Iterator[None]:
     (two sweeps sharing a cache) is refused with exit 2 instead of corrupting it."""
     import fcntl  # POSIX only; imported here so that the module loads anywhere
 
+    output_folder(directory)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
         handle = (directory / ".ghsim.lock").open("a")
     except OSError as error:
         raise InputError(str(directory), "-o", f"cannot write outputs: {error.strerror}") from None

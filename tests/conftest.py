@@ -1,4 +1,4 @@
-"""Shared fixtures: where the repository, its shipped configs and ../shared live."""
+"""Shared fixtures: where the repository, its shipped files and its test data live."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+DATA = ROOT / "tests" / "data"
+TRACES = DATA / "traces"
+"""Real public trace files (see tests/data/traces/README.md and MANIFEST.tsv)."""
 
 
 def shipped(*folders: str) -> list[Path]:
@@ -17,7 +19,4 @@ def shipped(*folders: str) -> list[Path]:
 
 @pytest.fixture
 def calibration_file() -> Path:
-    path = SHARED / "validation" / "calibration.yaml"
-    if not path.exists():
-        pytest.skip(f"{path} is not present (it lives beside the checkout, in ../shared)")
-    return path
+    return ROOT / "validation" / "calibration.yaml"

@@ -94,6 +94,11 @@ OVERRIDES: list[tuple[str, str, str | None]] = [
     ("sources.x=1", "unknown key 'sources'", "sources"),
     ("kind=model", "expected 'scenario' here, got 'model'", None),
     ("schema_version=2", "got 2", "schema_version"),
+    ("name=" + "[" * 80 + "]" * 80, "nested at most 64 deep (ghsim.limits.MAX_YAML_DEPTH)",
+     "name"),
+    ("name=&a [1, *a]", "an alias refers to a node that contains it", "name"),
+    ('name="\\udc80"', "expected valid Unicode text, got the lone surrogate \\udc80", "name"),
+    ("num_gpus=2000000", "expected at most 1,048,576 GPUs (ghsim.limits.MAX_GPUS)", "num_gpus"),
 ]
 
 FILE_CASES = [pytest.param(file_case(path), id=path.stem) for path in CORPUS]

@@ -1,4 +1,4 @@
-"""Accuracy on the published measurements of ../shared/validation/calibration.yaml.
+"""Accuracy on the published measurements of validation/calibration.yaml, and ``ghsim validate``.
 
 DESIGN.md section 9: mean absolute percentage error at most 8 % over every point, no point off
 by more than 20 %, with every constant from a cited measurement (none fitted per point).
@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+import yaml
 
 from ghsim.cli import main
+from ghsim.engine import validation
 from ghsim.engine.validation import summarize, validate_file
+from tests.conftest import ROOT
 
 
 def test_calibration_accuracy(calibration_file: Path) -> None:
@@ -63,3 +68,74 @@ def test_a_broken_point_is_reported_and_the_others_run(
     assert good["predicted_step_time_s"] > 0 and good["error"] is not None
     assert bad["failed"] and "did you mean 'dgx-h100'" in bad["failed"]
     assert report["simulated"] == 1 and report["failed"] == 1
+
+
+def _no_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load and resolve every point as ``ghsim validate`` does, but skip the simulation (the
+    shipped sets take a minute): each point is "predicted" at 1 s."""
+    def fake(_scenario: Any) -> SimpleNamespace:
+        return SimpleNamespace(step_time_s=1.0, bottleneck={"resource": "none"})
+    monkeypatch.setattr(validation, "simulate", fake)
+
+
+def test_a_shipped_set_by_name_from_another_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _no_simulation(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "calibration", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert list(report) == ["points", "mape", "max_abs_error", "simulated", "failed"]
+    assert report["simulated"] == 30 and report["failed"] == 0, report
+    assert report["points"][0]["id"] == "nemo24.07_gpt3-5b_h100_64"
+
+
+def test_a_local_set_of_that_name_comes_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``validation/calibration.yaml`` under the current folder shadows the shipped set, and
+    is really simulated (one point of the shipped set: cheap)."""
+    shipped = yaml.safe_load((ROOT / "validation" / "calibration.yaml").read_text())
+    one = min(shipped["points"], key=lambda p: p["scenario"]["num_gpus"])
+    (tmp_path / "validation").mkdir()
+    (tmp_path / "validation" / "calibration.yaml").write_text(
+        yaml.safe_dump({**shipped, "points": [one]}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "calibration", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (point,) = report["points"]
+    assert point["id"] == one["id"] and point["predicted_step_time_s"] > 0
+    assert abs(point["error"]) <= 0.20, point
+
+
+def test_validate_all_runs_every_shipped_set_and_skips_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _no_simulation(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "--all", "--json"]) == 0
+    captured = capsys.readouterr()
+    reports = json.loads(captured.out)
+    assert list(reports) == ["calibration", "gh200"]
+    assert reports["calibration"]["simulated"] == 30 and reports["gh200"]["simulated"] == 12
+    assert all(r["failed"] == 0 for r in reports.values()), reports
+    skipped = captured.err.strip().splitlines()
+    assert len(skipped) == 2, skipped
+    assert "skipping inference" in skipped[0] and "skipping moe" in skipped[1]
+
+
+@pytest.mark.parametrize("argv", [["validate"], ["validate", "--json"],
+                                  ["validate", "calibration", "--all"]])
+def test_validate_needs_one_file_or_all(argv: list[str],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_a_set_in_a_schema_ghsim_cannot_load_yet_exits_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "moe"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "validation_points_moe" in err[0], err

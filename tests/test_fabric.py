@@ -210,3 +210,16 @@ def test_all_to_all_across_two_nodes_sends_the_remote_share_through_the_nic() ->
     wire = wire_bytes("all_to_all", 1e9, 16)
     expected = max(8 / 15 * wire / NCCL_NIC, 7 / 15 * wire / NCCL_NVLINK)
     assert makespan_s(plan.flows(wire), planner.capacity) == pytest.approx(expected, rel=1e-3)
+
+
+def test_inspect_routes_covers_every_stage_of_a_pipeline(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ghsim.cli import main
+
+    assert main(["inspect", "llama3-70b-gh200-nvl32", "--routes", "--json"]) == 0
+    import json
+
+    classes = json.loads(capsys.readouterr().out)["routes"]["classes"]
+    assert len(classes) == 4
+    assert "embedding" in classes[0]["groups"] and "embedding" not in classes[1]["groups"]
+    assert "pp_send" in classes[0]["groups"] and "pp_send" not in classes[-1]["groups"]

@@ -11,9 +11,8 @@ import pytest
 from ghsim.cli import main
 from ghsim.config import load_scenario
 from ghsim.engine.simulate import simulate
-from tests.conftest import SHARED
+from tests.conftest import TRACES
 
-TRACES = SHARED / "traces"
 MEGATRON = sorted((TRACES / "astra-sim_astra-sim").glob("*megatron_kineto_*.json.gz"))
 HTA = TRACES / "facebookresearch_HolisticTraceAnalysis"
 KINETO = [
@@ -29,7 +28,6 @@ KINETO = [
     HTA / "tests__data__execution_trace__benchmark_simple_add_trace.json.gz",
     TRACES / "facebookresearch_param" / "et_replay__tests__inputs__linear_kineto.json.gz",
 ]
-pytestmark = pytest.mark.skipif(not MEGATRON, reason="../shared/traces is not present")
 
 SCENARIO = """\
 schema_version: 1
@@ -140,7 +138,7 @@ def test_chakra_fixtures_import(path: Path, tmp_path: Path,
 
 def test_chakra_export_reads_back_the_same_workload(megatron: Path) -> None:
     from ghsim.importers.chakra import chakra_rank
-    from ghsim.importers.export import export_chakra, timeline_ranks
+    from ghsim.report.chakra import export_chakra, timeline_ranks
 
     scenario = megatron / "measured.yaml"
     scenario.write_text(SCENARIO.format(workload="tp8.workload.yaml", replay="measured"))
@@ -173,9 +171,17 @@ ALL_TRACES = sorted(p for p in TRACES.glob("*/*")
                     if not p.name.startswith(("LICENSE", "MANIFEST", "README")))
 
 
+def test_the_fixtures_are_the_manifest() -> None:
+    """Every shipped trace has its provenance line, and every line its file."""
+    lines = (TRACES / "MANIFEST.tsv").read_text().splitlines()[1:]
+    listed = {line.split("\t")[0] for line in lines}
+    assert listed == {str(p.relative_to(TRACES)) for p in TRACES.glob("*/*")}
+    assert len(MEGATRON) == 8 and all(p.exists() for p in KINETO)
+
+
 @pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[-45:])
-def test_every_shared_trace_imports(path: Path, tmp_path: Path,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_shipped_trace_imports(path: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["import", str(path), "-o", str(tmp_path / "w.yaml"), "--json"]) == 0, \
         capsys.readouterr().err
     info = json.loads(capsys.readouterr().out)

@@ -21,7 +21,7 @@ from ghsim.config.schema import (
     ValidationPointsSpec,
 )
 from ghsim.config.search import display, locate_any, not_found_any_message
-from ghsim.errors import ConfigError, LayoutError
+from ghsim.errors import ConfigError, InputError, LayoutError
 
 SpecT = TypeVar("SpecT", bound=DocumentSpec)
 
@@ -70,6 +70,18 @@ def load_validation_points(reference: str | Path) -> ValidationPointsSpec:
     return _load("validation_points", reference, (), ValidationPointsSpec)
 
 
+def blame(problem: LayoutProblem, source: str, overrides: Sequence[str] = (),
+          error: type[InputError] = LayoutError) -> InputError:
+    """The error for ``problem``: against the last ``--set`` of its key path or of a related
+    one, else against the scenario file."""
+    where = format_path(problem.path)
+    blamed = {where, *(format_path(path) for path in problem.related)}
+    for text in reversed(overrides):
+        if text.partition("=")[0].strip() in blamed:
+            return error(f"--set {text}", where, problem.message)
+    return error(source, where, problem.message)
+
+
 def scenario_from_spec(
     spec: ScenarioSpec, source: str, overrides: Sequence[str] = ()
 ) -> Scenario:
@@ -77,12 +89,7 @@ def scenario_from_spec(
     try:
         layout = derive_layout(spec)
     except LayoutProblem as problem:
-        where = format_path(problem.path)
-        blamed = {where, *(format_path(path) for path in problem.related)}
-        for text in reversed(overrides):
-            if text.partition("=")[0].strip() in blamed:
-                raise LayoutError(f"--set {text}", where, problem.message) from None
-        raise LayoutError(source, where, problem.message) from None
+        raise blame(problem, source, overrides) from None
     parallelism = ParallelismSpec.model_validate(
         {**spec.parallelism.model_dump(), "dp": layout.dp, "vp": layout.vp}
     )

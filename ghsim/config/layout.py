@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ghsim.config.cursor import KeyPath
 from ghsim.config.schema import ScenarioSpec, SystemSpec
+from ghsim.limits import MAX_GPUS
 
 
 class LayoutProblem(Exception):
@@ -137,6 +138,9 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
 def derive_layout(spec: ScenarioSpec) -> Layout:
     """Check the scenario's layout and derive its sizes; raises :class:`LayoutProblem`."""
     par, training = spec.parallelism, spec.training
+    if spec.num_gpus > MAX_GPUS:
+        raise LayoutProblem(("num_gpus",), f"expected at most {MAX_GPUS:,} GPUs "
+                            f"(ghsim.limits.MAX_GPUS), got {spec.num_gpus:,}")
     nodes, per_node = nodes_for(spec.system, spec.num_gpus)
     vp = par.vp or 1
     _check_model_split(spec, vp)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ghsim.config.cursor import KeyPath, format_path
-from ghsim.config.yamlio import parse_yaml
+from ghsim.config.yamlio import YamlLimitError, parse_yaml
 from ghsim.errors import ConfigError, OverrideError
 
 _SEGMENT = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_\-]*)(?P<index>(?:\[\d+\])*)$")
@@ -60,6 +60,8 @@ def parse_override(text: str) -> Override:
         raise OverrideError(label, key, "expected a value after '='")
     try:
         value = parse_yaml(raw_value, label)
+    except YamlLimitError as exc:
+        raise OverrideError(label, key, exc.message) from None
     except ConfigError as exc:
         raise OverrideError(label, key, f"the value is not valid YAML ({exc.message})") from None
     return Override(parse_key_path(key, label), value, text)

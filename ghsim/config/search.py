@@ -2,7 +2,8 @@
 
 A name is looked up, in order, under the current directory, under each folder of the
 ``GHSIM_PATH`` environment variable (``os.pathsep``-separated), under the project that holds the
-referring file, and under ghsim's shipped configs. A reference containing ``/`` or ending in
+referring file, and under ghsim's shipped files (``ghsim validate calibration`` reads
+``validation/calibration.yaml``). A reference containing ``/`` or ending in
 ``.yaml`` is a path, relative to the referring file and then to the current directory.
 """
 
@@ -18,16 +19,25 @@ KIND_DIRS: dict[str, tuple[str, ...]] = {
     "model": ("models",),
     "scenario": ("configs", "scenarios"),
     "sweep": ("configs", "sweeps"),
-    "validation_points": ("configs", "validation"),
+    "validation_points": ("validation",),
 }
 _SUFFIXES = (".yaml", ".yml")
 
 
 def builtin_root() -> Path:
-    """Where the shipped ``configs/`` and ``models/`` live (wheel data, else the checkout)."""
+    """Where the shipped ``configs/``, ``models/`` and ``validation/`` live (wheel data, else
+    the checkout)."""
     package = Path(__file__).resolve().parents[1]
     data = package / "_data"
     return data if data.is_dir() else package.parent
+
+
+def shipped_files(kind: str) -> list[Path]:
+    """Every file of ``kind``'s folder that ghsim ships (not the local ones), sorted by name."""
+    folder = builtin_root().joinpath(*KIND_DIRS[kind])
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.suffix in _SUFFIXES and p.is_file())
 
 
 def search_roots(near: Path | None = None) -> list[Path]:
@@ -77,14 +87,27 @@ def find_path(reference: str, near: Path | None = None) -> Path | None:
     return None
 
 
+def _folders(root: Path, kind: str) -> list[Path]:
+    """``kind``'s folder under ``root`` and its sub-folders (one level, sorted by name):
+    ``ghsim run gh200-h2d-copy`` finds ``configs/scenarios/microbench/gh200-h2d-copy.yaml``."""
+    folder = root.joinpath(*KIND_DIRS[kind])
+    try:
+        subfolders = sorted(p for p in folder.iterdir()
+                            if p.is_dir() and not p.name.startswith((".", "_")))
+    except OSError:
+        return [folder]
+    return [folder, *subfolders]
+
+
 def find_named(kind: str, name: str, near: Path | None = None) -> Path | None:
-    """The file of ``kind`` whose stem is ``name``, or None."""
+    """The file of ``kind`` whose stem is ``name``, or None: in each root, a file of the
+    kind's folder first, then one of its sub-folders."""
     for root in search_roots(near):
-        folder = root.joinpath(*KIND_DIRS[kind])
-        for suffix in _SUFFIXES:
-            candidate = folder / f"{name}{suffix}"
-            if _probe(candidate, is_file=True):
-                return candidate
+        for folder in _folders(root, kind):
+            for suffix in _SUFFIXES:
+                candidate = folder / f"{name}{suffix}"
+                if _probe(candidate, is_file=True):
+                    return candidate
     return None
 
 
@@ -92,9 +115,9 @@ def known_names(kind: str, near: Path | None = None) -> list[str]:
     """Every name of ``kind`` that :func:`find_named` can resolve, sorted."""
     names: set[str] = set()
     for root in search_roots(near):
-        folder = root.joinpath(*KIND_DIRS[kind])
-        if folder.is_dir():
-            names.update(p.stem for p in folder.iterdir() if p.suffix in _SUFFIXES)
+        for folder in _folders(root, kind):
+            if folder.is_dir():
+                names.update(p.stem for p in folder.iterdir() if p.suffix in _SUFFIXES)
     return sorted(names)
 
 

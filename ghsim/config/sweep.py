@@ -1,10 +1,13 @@
 """Loading a sweep: its base scenario, its points (grid x cases), the filter, and the scenario
-of each point. Every axis is checked before anything is simulated."""
+of each point. Every axis, the filter's key paths and the number of points (at most
+``ghsim.limits.MAX_SWEEP_POINTS``, counted before any is built) are checked before anything is
+simulated."""
 
 from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,11 +15,18 @@ from typing import Any
 from ghsim.config.api import Scenario, scenario_from_spec
 from ghsim.config.cursor import Slot, slot_at
 from ghsim.config.diagnose import describe
-from ghsim.config.expression import ExpressionError, evaluate, lookup_in, parse_filter
+from ghsim.config.expression import (
+    ExpressionError,
+    evaluate,
+    key_paths,
+    lookup_in,
+    parse_filter,
+)
 from ghsim.config.loader import _Tree, load_tree
 from ghsim.config.overrides import Override, parse_key_path
 from ghsim.config.schema import ScenarioSpec, SweepSpec
 from ghsim.errors import ConfigError, InputError, LayoutError, OverrideError
+from ghsim.limits import MAX_SWEEP_POINTS
 
 RANKABLE = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
             "mfu", "hbm_peak_bytes")
@@ -50,6 +60,11 @@ class Sweep:
                 self.filter = parse_filter(spec.filter)
             except ExpressionError as error:
                 raise ConfigError(self.source, "filter", str(error)) from None
+
+    def count(self) -> int:
+        """How many points :meth:`points` makes (without making them)."""
+        return math.prod(len(values) for values in self.spec.grid.values()) * max(
+            1, len(self.spec.cases))
 
     def points(self) -> list[Point]:
         """Every point: each grid combination crossed with each case."""
@@ -89,12 +104,17 @@ class Sweep:
         """Whether the filter lets this point through."""
         if self.filter is None:
             return True
-        data = scenario.spec.model_dump(mode="python")
-        data["parallelism"]["dp"] = scenario.layout.dp
         try:
-            return bool(evaluate(self.filter, lookup_in(data)))
-        except (ExpressionError, TypeError, ZeroDivisionError) as error:
+            return bool(evaluate(self.filter, _filter_lookup(scenario)))
+        except (ExpressionError, TypeError, ZeroDivisionError, OverflowError) as error:
             raise ConfigError(self.source, "filter", str(error)) from None
+
+
+def _filter_lookup(scenario: Scenario) -> Any:
+    """Key-path lookup of a filter over a point's resolved scenario (with the derived dp)."""
+    data = scenario.spec.model_dump(mode="python")
+    data["parallelism"]["dp"] = scenario.layout.dp
+    return lookup_in(data)
 
 
 def _check_axis(sweep: Sweep, where: str, key: str, values: list[Any]) -> None:
@@ -118,11 +138,43 @@ def _check_axis(sweep: Sweep, where: str, key: str, values: list[Any]) -> None:
             raise ConfigError(sweep.source, f"{where}[{index}]", error.message) from None
 
 
+def _check_filter(sweep: Sweep, tree: Any) -> None:
+    """Every key path of the filter names a key of the scenario schema (or the derived
+    ``parallelism.dp``), so that a misspelt one is an error before anything runs."""
+    for key in key_paths(tree):
+        path = tuple(key.split("."))
+        if path == ("parallelism", "dp"):
+            continue
+        for depth in range(1, len(path) + 1):
+            if slot_at(ScenarioSpec, path[:depth]) is None:
+                hint = describe({"type": "extra_forbidden", "loc": path[:depth]}, ScenarioSpec)
+                raise ConfigError(sweep.source, "filter", f"{key!r}: {hint}")
+    try:
+        base = sweep.scenario(Point(-1, ()))
+    except InputError:
+        return  # a base that only works with the axes' values: the filter is checked per point
+    try:
+        evaluate(tree, _filter_lookup(base))
+    except (ExpressionError, TypeError) as error:
+        raise ConfigError(sweep.source, "filter", f"on the base scenario: {error}") from None
+    except (ZeroDivisionError, OverflowError):
+        pass  # may depend on the axes' values
+
+
 def load_sweep(reference: str | Path) -> Sweep:
     """Load a ``kind: sweep`` file and check every axis before anything runs."""
     spec, path = load_tree(reference, "sweep")
     assert isinstance(spec, SweepSpec)
     sweep = Sweep(spec, path)
+    total = sweep.count()
+    if total > MAX_SWEEP_POINTS:
+        sizes = " x ".join(str(len(v)) for v in spec.grid.values())
+        cases = f" x {len(spec.cases)} cases" if spec.cases else ""
+        raise ConfigError(sweep.source, "grid", f"expected at most {MAX_SWEEP_POINTS:,} points "
+                          f"(ghsim.limits.MAX_SWEEP_POINTS), got {total:,} ({sizes or '1'}"
+                          f"{cases})")
+    if sweep.filter is not None:
+        _check_filter(sweep, sweep.filter)
     if spec.rank_by not in RANKABLE:
         raise ConfigError(sweep.source, "rank_by",
                           f"expected one of {', '.join(RANKABLE)}, got {spec.rank_by!r}")

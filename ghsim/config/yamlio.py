@@ -3,6 +3,13 @@
 Only ``yaml.SafeLoader`` is used (no arbitrary objects). Two PyYAML habits that silently lose a
 user's data are turned into errors or fixed: a key given twice (PyYAML keeps the last) is an
 error, and ``1e9`` (YAML 1.1 reads it as a string) is read as the number it looks like.
+
+Hostile documents are refused before they are built (:mod:`ghsim.limits`): a file larger than
+``MAX_CONFIG_BYTES`` or that is not a regular file, nesting deeper than ``MAX_YAML_DEPTH``
+(counted while composing, so a ``[[[[...`` of a million levels stops at the limit), and aliases
+that would add more than ``MAX_ALIAS_NODES`` nodes (a "billion laughs" bomb: the expanded size
+of the composed graph is counted once per distinct node, in linear time) or refer to themselves.
+A lone surrogate (``"\\udc80"``) is refused too: it is not text, and no output can encode it.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ import yaml
 
 from ghsim.config.diagnose import show_value
 from ghsim.config.search import display
-from ghsim.errors import ConfigError
+from ghsim.errors import ConfigError, InputError
+from ghsim.files import read_capped
+from ghsim.limits import MAX_ALIAS_NODES, MAX_CONFIG_BYTES, MAX_YAML_DEPTH
 
 _FLOAT_RE = re.compile(
     r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
@@ -27,9 +36,102 @@ _FLOAT_RE = re.compile(
 )
 
 
+class YamlLimitError(ConfigError):
+    """A YAML document beyond one of ghsim's limits (nesting depth, alias expansion), or holding
+    text that no output can encode (a lone surrogate)."""
+
+
+class _Limit(yaml.YAMLError):
+    """Raised inside the loader; becomes a :class:`YamlLimitError` naming the source."""
+
+    def __init__(self, message: str, mark: yaml.Mark | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.mark = mark
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate (``"\\udc80"`` in a double-quoted scalar): half of a UTF-16 pair, not a
+character; it cannot be encoded in UTF-8, so no output could hold it."""
+
+_SATURATED = 2**62
+"""Node counts are added up to here and no further (a bomb's true count has hundreds of
+digits)."""
+
+
 class _StrictSafeLoader(yaml.SafeLoader):
     """SafeLoader that rejects duplicate keys, reads ``1e9`` as a float, and knows only
-    ``true``/``false`` as booleans (YAML 1.2)."""
+    ``true``/``false`` as booleans (YAML 1.2); it bounds nesting and alias expansion."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.depth += 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                raise _Limit(f"expected mappings and lists nested at most {MAX_YAML_DEPTH} deep "
+                             "(ghsim.limits.MAX_YAML_DEPTH)", event.start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def compose_document(self) -> yaml.Node | None:
+        node = super().compose_document()
+        if node is not None:
+            memo: dict[int, tuple[int, int]] = {}
+            expanded, _ = _measure(node, 1, memo, set())
+            if expanded - len(memo) > MAX_ALIAS_NODES:
+                raise _Limit(f"aliases expand the document to {_count(expanded)} nodes from "
+                             f"{len(memo):,} written (an alias bomb?); expected aliases to add "
+                             f"at most {MAX_ALIAS_NODES:,} (ghsim.limits.MAX_ALIAS_NODES)",
+                             node.start_mark)
+        return node
+
+
+def _count(nodes: int) -> str:
+    return f"more than {_SATURATED:.3g}" if nodes >= _SATURATED else f"{nodes:,}"
+
+
+def _measure(node: yaml.Node, depth: int, memo: dict[int, tuple[int, int]],
+             active: set[int]) -> tuple[int, int]:
+    """Nodes under ``node`` with aliases expanded, and its height; raises :class:`_Limit` when
+    the expanded nesting is too deep or an alias refers to a node that contains it."""
+    key = id(node)
+    if key in memo:
+        size, height = memo[key]
+    else:
+        if key in active:
+            raise _Limit("an alias refers to a node that contains it (a recursive document)",
+                         node.start_mark)
+        if depth > MAX_YAML_DEPTH:
+            raise _Limit(f"expected mappings and lists nested at most {MAX_YAML_DEPTH} deep, "
+                         "aliases expanded (ghsim.limits.MAX_YAML_DEPTH)", node.start_mark)
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+            surrogate = _SURROGATE.search(node.value)
+            if surrogate is not None:
+                raise _Limit(f"expected valid Unicode text, got the lone surrogate "
+                             f"{surrogate.group().encode('unicode_escape').decode()} (not a "
+                             "character: no file or terminal can show it)", node.start_mark)
+        active.add(key)
+        size, height = 1, 0
+        for child in children:
+            inner, below = _measure(child, depth + 1, memo, active)
+            size = min(_SATURATED, size + inner)
+            height = max(height, below + 1)
+        active.discard(key)
+        memo[key] = (size, height)
+    if depth + height > MAX_YAML_DEPTH:
+        raise _Limit(f"expected mappings and lists nested at most {MAX_YAML_DEPTH} deep, "
+                     "aliases expanded (ghsim.limits.MAX_YAML_DEPTH)", node.start_mark)
+    return size, height
 
 
 def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -74,6 +176,12 @@ def parse_yaml(text: str, source: str) -> Any:
     """Parse one YAML document from ``text``; ``source`` names it in errors."""
     try:
         documents = list(yaml.load_all(text, Loader=_StrictSafeLoader))
+    except _Limit as exc:
+        mark = exc.mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise YamlLimitError(source, "", f"{where}{exc.message}") from None
+    except RecursionError:
+        raise YamlLimitError(source, "", "the document is nested too deeply to read") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -90,15 +198,14 @@ def read_mapping(path: Path) -> dict[str, Any]:
     """Read a YAML file whose document must be a mapping with string keys."""
     source = display(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(source, "", "file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(source, "", "expected a YAML file, found a directory") from None
+        data = read_capped(path, MAX_CONFIG_BYTES, "ghsim.limits.MAX_CONFIG_BYTES", source,
+                           "a YAML file")
+    except InputError as error:
+        raise ConfigError(error.source, error.key_path, error.message) from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(source, "", "expected UTF-8 text, found binary data") from None
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read file: {exc.strerror}") from None
     document = parse_yaml(text, source)
     return ensure_mapping(document, source, "")
 

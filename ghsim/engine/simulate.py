@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ from ghsim.engine.attribution import breakdown
 from ghsim.engine.links import busiest_links, host_usage
 from ghsim.engine.result import Result
 from ghsim.engine.simulator import Simulator, Timeline
+from ghsim.errors import LimitError
 from ghsim.fabric.traffic import traffic_planner
 from ghsim.importers.replay import replay_workload
 from ghsim.importers.workload_file import read_workload
@@ -36,8 +40,14 @@ _WHY = {
 }
 
 
+_WHY_REPLAY = {
+    "cpu": "kernels start as late as the trace's own host CPU launched them (the launch timing "
+           "recorded with the trace, not the simulated system's CPU)",
+}
+
+
 def _bottleneck(parts: dict[str, float], compute: dict[str, float], step: float,
-                links: dict[str, str]) -> dict[str, Any]:
+                links: dict[str, str], replay: bool = False) -> dict[str, Any]:
     key = max(parts, key=lambda k: parts[k])
     share = parts[key] / step if step else 0.0
     if key == "compute":
@@ -50,7 +60,8 @@ def _bottleneck(parts: dict[str, float], compute: dict[str, float], step: float,
             why += f", recomputation {compute['recompute'] / parts['compute']:.0%}"
     else:
         resource = {"pipeline_bubble": "pipeline_schedule"}.get(key, links.get(key, key))
-        why = f"{_WHY.get(key, key)}: {share:.0%} of the step"
+        reason = (_WHY_REPLAY if replay else {}).get(key) or _WHY.get(key, key)
+        why = f"{reason}: {share:.0%} of the step"
     return {"resource": resource, "cause": key, "share": share, "why": why}
 
 
@@ -63,13 +74,18 @@ def _group_links(workload: Workload) -> dict[str, str]:
     return names
 
 
-def _host_links(spec: ScenarioSpec, link: str) -> dict[str, str]:
+def _host_links(spec: ScenarioSpec, link: str, workload: Workload) -> dict[str, str]:
     cpu = "grace_cpu" if spec.system.node.cpu.name.startswith("grace") else "host_cpu"
+    if "replay" in workload.attrs:
+        # A replayed trace waits on the launches its own host recorded, not on the simulated
+        # system's CPU: Grace only when the trace was recorded on Grace Hopper.
+        devices = workload.attrs.get("devices") or [""]
+        cpu = "grace_cpu" if all("GH200" in d.upper() for d in devices) else "host_cpu"
     path = "nvlink_c2c" if link == "c2c" else "pcie"
     return {"offload": path, "migration": f"{path} (page migration)", "cpu": cpu}
 
 
-def _capacities(spec: ScenarioSpec, gpus_per_node: int) -> dict[str, float]:
+def memory_capacities(spec: ScenarioSpec, gpus_per_node: int) -> dict[str, float]:
     """Capacity per GPU of each memory tier (host memory shared by the node's GPUs in use)."""
     node = spec.system.node
     gpu, cpu = node.gpu.gpu, node.cpu.cpu
@@ -91,31 +107,65 @@ def _what_would_fit(scenario: Scenario, capacity: float) -> str:
         offload = scenario.spec.offload.model_copy(update={"strategy": strategy})
         other = scenario_from_spec(scenario.spec.model_copy(update={"offload": offload}),
                                    scenario.source)
-        peak = _hbm_peak(other)
+        try:
+            peak = _hbm_peak(other)
+        except LimitError:
+            continue  # too large to lower with this strategy: not a suggestion to make
         if peak <= capacity:
             return (f"; {strategy} offload would bring the HBM peak to {peak / 2**30:.0f} GiB "
                     f"of {capacity / 2**30:.0f}")
     return "; no single offload strategy makes it fit: add GPUs or parallelism"
 
 
-def _memory(scenario: Scenario,
+def memory_placement(workload: Workload, tiers: list[str]) -> dict[str, dict[str, float]]:
+    """Where the model states live, per GPU: for each tier, the weights, gradients and optimizer
+    states the lowered step places there and its peak replayed in program order (of the rank
+    class with the highest peak in that tier). ``ghsim run`` reports it beside the timed peaks
+    and ``ghsim inspect`` shows it: one computation, so the two never disagree."""
+    placement: dict[str, dict[str, float]] = {}
+    for tier in tiers:
+        heaviest = max((memory_profile(c, tier) for c in workload.classes), key=lambda p: p.peak)
+        placement[tier] = {"weights": heaviest.weights, "gradients": heaviest.gradients,
+                           "optimizer": heaviest.optimizer,
+                           "model_states": heaviest.weights + heaviest.gradients
+                           + heaviest.optimizer,
+                           "activations": heaviest.activations, "peak": heaviest.peak}
+    return placement
+
+
+def records_memory(workload: Workload) -> bool:
+    """Whether the workload records its allocations (an imported trace does not)."""
+    return any(c.memory for c in workload.classes)
+
+
+def _memory(scenario: Scenario, workload: Workload,
             timeline: Timeline) -> tuple[dict[str, Any], list[str]]:
-    """Peak of each memory tier inside the step (per GPU), when it happens, and whether the step
-    fits; warnings say what does not fit and what would make it fit."""
-    capacities = _capacities(scenario.spec, scenario.layout.gpus_per_node)
+    """Peak of each memory tier inside the step (per GPU), when it happens, where the model
+    states live, and whether the step fits; warnings say what does not fit and what would make
+    it fit. A workload without allocations (a replayed trace) has memory "not tracked"."""
+    if not records_memory(workload):
+        return {"tracked": False, "fits": None, "does_not_fit": []}, []
+    capacities = memory_capacities(scenario.spec, scenario.layout.gpus_per_node)
+    placement = memory_placement(workload, list(capacities))
     memory: dict[str, Any] = {}
     warnings: list[str] = []
+    short: list[str] = []
     for tier, capacity in capacities.items():
         peak, when = max((timed_peak(c.rank_class, tier, c.end_of) for c in timeline.classes),
                          key=lambda x: x[0])
-        memory[tier] = {"peak_bytes": peak, "capacity_bytes": capacity, "peak_at_s": when}
+        states = placement[tier]
+        memory[tier] = {"peak_bytes": peak, "capacity_bytes": capacity, "peak_at_s": when,
+                        "states_bytes": {k: states[k] for k in ("weights", "gradients",
+                                                                "optimizer")}}
         if peak > capacity:
+            short.append(tier)
             message = (f"the step does not fit: {tier.upper()} peak {peak / 2**30:.1f} GiB "
                        f"exceeds {capacity / 2**30:.1f} GiB per GPU")
             if tier == "hbm":
                 message += _what_would_fit(scenario, capacity)
             warnings.append(message)
-    memory["fits"] = not warnings
+    memory["fits"] = not short
+    memory["does_not_fit"] = short
     return memory, warnings
 
 
@@ -134,12 +184,13 @@ def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[s
     step = timeline.step_time_s
     nbytes = bench.gib * 2**30
     return Result(
-        step_time_s=step, tokens_per_s=0.0, tokens_per_s_per_gpu=0.0, model_tflops_per_gpu=0.0,
-        mfu=0.0, breakdown_s=parts, compute_breakdown_s=compute,
+        step_time_s=step, tokens_per_s=None, tokens_per_s_per_gpu=None,
+        model_tflops_per_gpu=None, mfu=None, breakdown_s=parts, compute_breakdown_s=compute,
         bottleneck={"resource": bench.operation, "cause": "microbenchmark", "share": 1.0,
                     "why": f"{bench.operation} of {bench.gib:g} GiB at "
                            f"{nbytes / step / 1e9:.1f} GB/s"},
-        memory={"fits": True}, host=host_usage(timeline, step, "microbenchmark"),
+        memory={"tracked": False, "fits": None, "does_not_fit": []},
+        host=host_usage(timeline, step, "microbenchmark"),
         links=busiest_links(timeline, step), warnings=[],
         inputs=_inputs(scenario),
         workload={"microbenchmark": bench.operation, "bytes": nbytes,
@@ -148,17 +199,34 @@ def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[s
     )
 
 
-def _workload(scenario: Scenario) -> Workload:
+def workload_path(scenario: Scenario) -> Path | None:
+    """The workload file a replaying scenario reads (relative to the current folder, else to
+    the scenario's file), or None."""
+    if scenario.spec.workload is None:
+        return None
+    path = Path(scenario.spec.workload)
+    if not path.is_absolute() and not path.exists():
+        path = Path(scenario.source).parent / path
+    return path
+
+
+def scenario_workload(scenario: Scenario) -> Workload:
     """The work to simulate: a microbenchmark, an imported trace, or the lowered model."""
     spec = scenario.spec
     if spec.microbenchmark is not None:
         return microbenchmark_workload(scenario)
-    if spec.workload is not None:
-        path = Path(spec.workload)
-        if not path.is_absolute() and not path.exists():
-            path = Path(scenario.source).parent / path
-        return replay_workload(scenario, read_workload(path), spec.replay)
+    path = workload_path(scenario)
+    if path is not None:
+        document = read_workload(path)
+        workload = replay_workload(scenario, document, spec.replay)
+        workload.attrs["devices"] = [str(r.get("device") or "") for r in document["ranks"]]
+        return workload
     return lower(scenario)
+
+
+LAUNCH_BOUND_SHARE = 0.5
+"""A replayed step whose main stream waits on kernel launches for at least this share of it is
+called launch-bound."""
 
 
 def _replay_warnings(workload: Workload, timeline: Timeline) -> list[str]:
@@ -174,16 +242,46 @@ def _replay_warnings(workload: Workload, timeline: Timeline) -> list[str]:
         notes = [f"replay {workload.attrs['replay']}: {len(measured)} ranks, measured "
                  f"iteration {max(measured) * 1e3:.1f} ms, replayed {max(replayed) * 1e3:.1f} "
                  f"ms (worst rank {worst:.1%} apart)"]
-    if workload.attrs["replay"] == "recost":
-        notes.append(f"{workload.attrs['fallback_share']:.0%} of the measured kernel time could "
-                     "not be re-costed and was scaled from the source GPU's peaks")
+    if workload.attrs["replay"] != "recost":
+        return notes
+    notes.append(f"{workload.attrs['fallback_share']:.0%} of the measured kernel time could "
+                 "not be re-costed and was scaled from the source GPU's peaks")
+    # Re-costed kernels still start no earlier than the trace's host launched them.
+    waits = [(sum(wait for op, wait in c.launch_wait_s.items()
+                  if c.rank_class.ops[op].stream == "compute") / end, c.rank_class.name)
+             for c, end in zip(timeline.classes, replayed, strict=True) if end > 0]
+    share, name = max(waits, default=(0.0, ""))
+    if share >= LAUNCH_BOUND_SHARE:
+        notes.append(f"the trace is launch-bound: on {name} the GPU waits {share:.0%} of the "
+                     "replayed step for kernels its host CPU had not launched yet; launch times "
+                     "are replayed as recorded, so faster hardware cannot shorten that part (a "
+                     "trace with less host overhead, e.g. with CUDA graphs, would)")
     return notes
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Keep Python's cyclic garbage collector out of lowering and simulation: they allocate
+    millions of small acyclic objects, and the collector's passes over them cost a quarter to
+    a third of the run (nothing they build is freed by it)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def simulate(scenario: Scenario) -> Result:
     """Simulate one optimizer step of ``scenario``."""
+    with _collector_paused():
+        return _simulate(scenario)
+
+
+def _simulate(scenario: Scenario) -> Result:
     spec, layout = scenario.spec, scenario.layout
-    workload = _workload(scenario)
+    workload = scenario_workload(scenario)
     gpu = gpu_cost_model(spec.system.node.gpu)
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
@@ -194,21 +292,24 @@ def simulate(scenario: Scenario) -> Result:
     if spec.microbenchmark is not None:
         return _microbenchmark_result(scenario, timeline, parts, compute)
     host_link = spec.system.node.gpu.gpu.host_link.type if spec.system.node.gpu.gpu else "c2c"
-    tokens_per_s = layout.tokens_per_step / step
-    model_flops_per_gpu = workload.model_flops_per_step / step / layout.num_gpus
+    # A replayed trace carries neither tokens nor model FLOPs: those rates are not applicable.
+    tokens_per_s = layout.tokens_per_step / step if workload.tokens_per_step else None
+    model_flops_per_gpu = (workload.model_flops_per_step / step / layout.num_gpus
+                           if workload.model_flops_per_step else None)
     peak = gpu.peak_flops[GEMM_DTYPE[spec.training.precision]]
-    memory, warnings = _memory(scenario, timeline)
+    memory, warnings = _memory(scenario, workload, timeline)
     warnings += _replay_warnings(workload, timeline)
     return Result(
         step_time_s=step,
         tokens_per_s=tokens_per_s,
-        tokens_per_s_per_gpu=tokens_per_s / layout.num_gpus,
-        model_tflops_per_gpu=model_flops_per_gpu / 1e12,
-        mfu=model_flops_per_gpu / peak,
+        tokens_per_s_per_gpu=None if tokens_per_s is None else tokens_per_s / layout.num_gpus,
+        model_tflops_per_gpu=None if model_flops_per_gpu is None else model_flops_per_gpu / 1e12,
+        mfu=None if model_flops_per_gpu is None else model_flops_per_gpu / peak,
         breakdown_s=parts,
         compute_breakdown_s=compute,
         bottleneck=_bottleneck(parts, compute, step,
-                               {**_group_links(workload), **_host_links(spec, host_link)}),
+                               {**_group_links(workload), **_host_links(spec, host_link, workload)},
+                               replay="replay" in workload.attrs),
         memory=memory,
         host=host_usage(timeline, step, host_link),
         links=busiest_links(timeline, step),

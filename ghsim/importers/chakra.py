@@ -12,7 +12,6 @@ workload (lowered or imported) in the same form, one file per rank class, for AS
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,11 @@ from google.protobuf.internal.decoder import _DecodeVarint32
 from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError
 
-from ghsim.importers.kineto import GpuEvent, TraceError, TraceRank
+from ghsim.errors import InputError
+from ghsim.files import read_trace_bytes
+from ghsim.importers.checks import Fields, TraceError, check_count
+from ghsim.importers.kineto import GpuEvent, TraceRank
+from ghsim.limits import MAX_CONFIG_BYTES, MAX_TRACE_EVENTS, MAX_TRACE_READ_BYTES
 from ghsim.outputs import atomic_open
 
 F = descriptor_pb2.FieldDescriptorProto
@@ -124,18 +127,16 @@ def _attr(message: Any) -> tuple[str, Any]:
 
 def read_chakra(path: Path, rank: int = 0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The metadata attributes and the nodes (as dicts) of one ``.et`` file."""
-    try:
-        raw = path.read_bytes()
-        data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-    except (OSError, EOFError, gzip.BadGzipFile) as error:
-        raise TraceError(str(path), "", f"cannot read the Chakra trace: {error}") from None
+    data = _read(path)
     if not data:
         raise TraceError(str(path), "", "empty file: expected a Chakra trace")
     chunks = _messages(data, str(path))
     try:
         metadata = GlobalMetadata.FromString(next(chunks))
-        nodes = []
+        nodes: list[dict[str, Any]] = []
         for chunk in chunks:
+            if len(nodes) >= MAX_TRACE_EVENTS:
+                check_count(len(nodes) + 1, str(path), "nodes")
             node = Node.FromString(chunk)
             nodes.append({"id": node.id, "name": node.name, "type": NODE_TYPES[node.type]
                           if node.type < len(NODE_TYPES) else "INVALID_NODE",
@@ -149,29 +150,51 @@ def read_chakra(path: Path, rank: int = 0) -> tuple[dict[str, Any], list[dict[st
     return {"version": metadata.version, **dict(_attr(a) for a in metadata.attr)}, nodes
 
 
+def _read(path: Path, limit: int = MAX_TRACE_READ_BYTES,
+          limit_name: str = "MAX_TRACE_READ_BYTES") -> bytes:
+    """The (inflated) bytes of a trace file, both sizes capped."""
+    try:
+        return read_trace_bytes(path, limit=limit, limit_name=limit_name)
+    except TraceError:
+        raise
+    except InputError as error:
+        raise TraceError(error.source, error.key_path, error.message) from None
+
+
+def comm_type(fields: Fields, value: Any, field: str) -> str:
+    """A Chakra collective type (an index into ``COLLECTIVES``), checked."""
+    index = fields.integer(0 if value is None else value, field, 0, len(COLLECTIVES) - 1)
+    return COLLECTIVES[index]
+
+
 def chakra_rank(path: Path, rank: int = 0) -> TraceRank:
-    """A Chakra trace as a replayable rank: nodes in id order on one stream."""
+    """A Chakra trace as a replayable rank: nodes in id order on one stream (each node's
+    duration, size and collective type checked)."""
     _, nodes = read_chakra(path, rank)
     events = []
     clock = 0.0
-    for node in sorted(nodes, key=lambda n: n["id"]):
+    order = sorted(range(len(nodes)), key=lambda i: nodes[i]["id"])
+    for index in order:
+        node = nodes[index]
+        fields = Fields(str(path), f"nodes[{index}]")
         attr = node["attr"]
         kind = node["type"]
+        if kind not in ("COMM_COLL_NODE", "COMM_SEND_NODE", "COMM_RECV_NODE", "COMP_NODE"):
+            continue
+        duration = fields.duration(node["dur_us"], "duration_micros")
+        size = fields.number(attr.get("comm_size") or 0, "attr.comm_size")
         if kind == "COMM_COLL_NODE":
-            collective = COLLECTIVES[int(attr.get("comm_type", 0))]
-            event = GpuEvent(node["name"], "kernel", 0, clock, float(node["dur_us"]),
-                             "collective", bytes=float(attr.get("comm_size", 0)),
+            collective = comm_type(fields, attr.get("comm_type"), "attr.comm_type")
+            event = GpuEvent(node["name"], "kernel", 0, clock, duration, "collective",
+                             bytes=size,
                              collective=_GHSIM_COLLECTIVE.get(collective, "all_reduce"))
         elif kind in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
-            event = GpuEvent(node["name"], "kernel", 1, clock, float(node["dur_us"]),
-                             "collective", bytes=float(attr.get("comm_size", 0)),
-                             collective="send_recv")
-        elif kind == "COMP_NODE":
-            event = GpuEvent(node["name"], "kernel", 0, clock, float(node["dur_us"]),
-                             "gemm" if attr.get("num_ops") else "elementwise",
-                             flops=float(attr.get("num_ops", 0) or 0))
+            event = GpuEvent(node["name"], "kernel", 1, clock, duration, "collective",
+                             bytes=size, collective="send_recv")
         else:
-            continue
+            flops = fields.number(attr.get("num_ops") or 0, "attr.num_ops")
+            event = GpuEvent(node["name"], "kernel", 0, clock, duration,
+                             "gemm" if flops else "elementwise", flops=flops)
         events.append(event)
         clock += event.dur_us
     if not events:
@@ -213,31 +236,47 @@ def write_chakra(path: Path, rank: TraceRank) -> None:
             _write(handle, node)
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def feeder_rank(path: Path, rank: int = 0) -> TraceRank:
     """Chakra's JSON feeder form (``workload_graph``: ``Id``, ``Name``, ``NodeType``,
     ``runtime``, ...) as a replayable rank."""
+    source = str(path)
     try:
-        document = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TraceError(str(path), "", f"not a Chakra JSON trace ({error})") from None
+        document = json.loads(_read(path, MAX_CONFIG_BYTES, "MAX_CONFIG_BYTES"),
+                              parse_constant=_not_json)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
+        raise TraceError(source, "", f"not a Chakra JSON trace ({error})") from None
+    except RecursionError:
+        raise TraceError(source, "", "not a Chakra JSON trace (nested too deeply)") from None
     graph = document.get("workload_graph") if isinstance(document, dict) else None
     if not isinstance(graph, list) or not graph:
-        raise TraceError(str(path), "workload_graph", "expected a non-empty list of nodes")
+        raise TraceError(source, "workload_graph", "expected a non-empty list of nodes")
+    check_count(len(graph), source, "nodes")
+    checked = []
+    for index, node in enumerate(graph):
+        fields = Fields(source, f"workload_graph[{index}]")
+        if not isinstance(node, dict):
+            raise fields.fail("", "a node object", node)
+        node_type = fields.integer(node.get("NodeType", 0), "NodeType", 0, 2**31)
+        checked.append((fields.integer(node.get("Id", 0), "Id", -(2**63)), index, node,
+                        node_type, fields))
     events, clock = [], 0.0
-    for node in sorted((n for n in graph if isinstance(n, dict)), key=lambda n: n.get("Id", 0)):
-        kind = NODE_TYPES[int(node.get("NodeType", 0))] if int(node.get("NodeType", 0)) < len(
-            NODE_TYPES) else "INVALID_NODE"
-        runtime = float(node.get("runtime", 0) or 0)
-        if kind == "COMM_COLL_NODE":
-            collective = COLLECTIVES[int(node.get("comm_type", 0))]
-            event = GpuEvent(str(node.get("Name", "")), "kernel", 0, clock, runtime,
-                             "collective", bytes=float(node.get("comm_size", 0) or 0),
-                             collective=_GHSIM_COLLECTIVE.get(collective, "all_reduce"))
-        elif kind == "COMP_NODE":
-            event = GpuEvent(str(node.get("Name", "")), "kernel", 0, clock, runtime,
-                             "elementwise")
-        else:
+    for _, _, node, node_type, fields in sorted(checked, key=lambda c: (c[0], c[1])):
+        kind = NODE_TYPES[node_type] if node_type < len(NODE_TYPES) else "INVALID_NODE"
+        if kind not in ("COMM_COLL_NODE", "COMP_NODE"):
             continue
+        runtime = fields.duration(node.get("runtime") or 0, "runtime")
+        name = fields.text(node.get("Name"), "Name")
+        if kind == "COMM_COLL_NODE":
+            collective = comm_type(fields, node.get("comm_type"), "comm_type")
+            event = GpuEvent(name, "kernel", 0, clock, runtime, "collective",
+                             bytes=fields.number(node.get("comm_size") or 0, "comm_size"),
+                             collective=_GHSIM_COLLECTIVE.get(collective, "all_reduce"))
+        else:
+            event = GpuEvent(name, "kernel", 0, clock, runtime, "elementwise")
         events.append(event)
         clock += runtime
     if not events:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ghsim.errors import InputError
+from ghsim.files import check_regular
 from ghsim.importers.chakra import chakra_rank, feeder_rank
 from ghsim.importers.join import join_execution_trace
 from ghsim.importers.kineto import TraceRank, read_kineto
@@ -43,6 +44,8 @@ def trace_files(arguments: list[str]) -> list[Path]:
             files.append(path)
         else:
             raise InputError(argument, "", "no such trace file")
+    for path in files:  # before anything is opened: a FIFO would block, /dev/zero never end
+        check_regular(path, str(path), "a trace file")
     return files
 
 

@@ -20,7 +20,8 @@ from ghsim.importers.pytorch_et import node_fields
 def _shapes_by_operator(path: Path) -> dict[str, list[list[Any]]]:
     shapes: dict[str, list[list[Any]]] = defaultdict(list)
     raws = json_items(path, "nodes.item")
-    nodes = sorted(node_fields(raw) for raw in raws if isinstance(raw, dict))
+    nodes = sorted((node_fields(raw, str(path), index) for index, raw in enumerate(raws)),
+                   key=lambda node: node[0])
     for _, name, _, dims, _ in nodes:
         shapes[name].append(dims)
     return shapes

@@ -5,7 +5,9 @@ kernels, copies and sets with their stream, times and correlation id; the runtim
 launched them; CPU operators (name, thread, time span, input shapes) to find each kernel's
 launching operator by time nesting on its thread; ``ProfilerStep#N`` iterations. Both
 timestamp bases (absolute, or relative to ``baseTimeNanoseconds``) and the legacy category
-names of 2021-22 traces are accepted. Events that cannot be linked are counted, not fatal.
+names of 2021-22 traces are accepted. Events that cannot be linked (an unknown correlation id)
+are counted, not fatal; an event whose fields have the wrong type or range (a duration that is
+negative, NaN or beyond a day) is refused, naming its index and field.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from typing import IO, Any
 import ijson
 
 from ghsim.errors import InputError
+from ghsim.files import open_trace
+from ghsim.importers.checks import Fields, TraceError, check_count
 from ghsim.importers.classify import collective_kind, gemm_flops, kernel_class, message_bytes
+from ghsim.limits import MAX_GPUS, MAX_TRACE_EVENTS
+
+__all__ = ["GpuEvent", "TraceError", "TraceRank", "json_items", "read_kineto"]
 
 _CATEGORIES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset",
                "Runtime": "cuda_runtime", "Operator": "cpu_op", "Driver": "cuda_driver"}
@@ -36,10 +43,9 @@ _KEEP_ARGS = ("Input Dims", "In msg nelems", "dtype", "Group size", "Collective 
 _NO_ARGS: dict[str, Any] = {}
 _KERNEL_ARGS = ("stream", "correlation", "correlation id", "bytes", "In msg nelems", "dtype",
                 "Group size", "Collective name")
-
-
-class TraceError(InputError):
-    """A trace file that cannot be read as the format it claims."""
+_KEPT = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cpu_op",
+                   "cuda_sync"})
+"""Categories of events a replay reads (and so checks); the others are skipped unread."""
 
 
 @dataclass
@@ -81,23 +87,21 @@ class TraceRank:
 
 
 def _open(path: Path) -> IO[bytes]:
+    """A regular trace file, inflated if gzip, both sizes capped (:func:`open_trace`)."""
     try:
-        handle: IO[bytes] = open(path, "rb")  # noqa: SIM115 (returned)
-    except OSError as error:
-        raise TraceError(str(path), "", f"cannot read: {error.strerror}") from None
-    if handle.read(2) == b"\x1f\x8b":
-        handle.close()
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    handle.seek(0)
-    return handle
+        return open_trace(path)
+    except TraceError:
+        raise
+    except InputError as error:
+        raise TraceError(error.source, error.key_path, error.message) from None
 
 
 def json_items(path: Path, prefix: str) -> Iterator[Any]:
     """Stream the JSON values at ``prefix`` of a (possibly gzipped) file; bad data is a
     :class:`TraceError`."""
-    if path.is_file() and path.stat().st_size == 0:
-        raise TraceError(str(path), "", "empty file: expected a PyTorch profiler trace")
     with _open(path) as handle:
+        if path.stat().st_size == 0:
+            raise TraceError(str(path), "", "empty file: expected a PyTorch profiler trace")
         try:
             yield from ijson.items(handle, prefix, use_float=True)
         except ijson.common.IncompleteJSONError as error:
@@ -107,6 +111,8 @@ def json_items(path: Path, prefix: str) -> Iterator[Any]:
             raise TraceError(str(path), "", f"corrupted gzip data ({error})") from None
         except ijson.common.JSONError as error:
             raise TraceError(str(path), "", f"malformed JSON ({error})") from None
+        except (RecursionError, MemoryError):
+            raise TraceError(str(path), "", "the JSON is nested too deeply to read") from None
 
 
 class _ThreadOps:
@@ -184,27 +190,67 @@ class _Collected:
     events: int = 0
 
 
-def _collect(path: Path) -> _Collected:
-    seen = _Collected()
-    for event in json_items(path, "traceEvents.item"):
-        seen.events += 1
-        if not isinstance(event, dict) or event.get("ph") != "X":
+def _kernel_args(fields: Fields, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a GPU event that a replay reads, checked."""
+    kept: dict[str, Any] = {}
+    for key in _KERNEL_ARGS:
+        if key not in args or args[key] is None:
             continue
-        category = _CATEGORIES.get(event.get("cat", ""), event.get("cat", ""))
-        args = event.get("args") or {}
-        start, dur = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
-        name = str(event.get("name", ""))
+        value = args[key]
+        if key == "stream":
+            value = fields.integer(value, "args.stream", -(2**31), 2**63 - 1)
+        elif key in ("correlation", "correlation id"):
+            value = fields.integer(value, f"args.{key}", -1)
+        elif key in ("bytes", "In msg nelems"):
+            value = fields.number(value, f"args.{key}")
+        elif key == "Group size":
+            value = fields.integer(value, "args.Group size")
+        else:
+            value = fields.text(value, f"args.{key}")
+        kept[key] = value
+    return kept
+
+
+def _collect(path: Path) -> _Collected:
+    """Every event of the trace that a replay needs, each checked where it is read."""
+    seen = _Collected()
+    source = str(path)
+    kept = 0
+    for index, event in enumerate(json_items(path, "traceEvents.item")):
+        seen.events += 1
+        fields = Fields(source, f"traceEvents[{index}]")
+        if not isinstance(event, dict):
+            raise fields.fail("", "an event object", event)
+        if event.get("ph") != "X":
+            continue
+        raw_category = fields.text(event.get("cat"), "cat")
+        category = _CATEGORIES.get(raw_category, raw_category)
+        if category not in _KEPT and category != "user_annotation":
+            continue
+        args = fields.mapping(event.get("args"), "args")
+        if "ts" not in event:
+            raise fields.fail("ts", "a start time in microseconds", None)
+        start = fields.timestamp(event["ts"], "ts")
+        dur = fields.duration(event.get("dur", 0.0), "dur")
+        name = fields.text(event.get("name"), "name")
+        kept += 1
+        if kept > MAX_TRACE_EVENTS:
+            check_count(kept, source, "events a replay keeps")
         if category in ("kernel", "gpu_memcpy", "gpu_memset"):
-            seen.gpu.append({"name": sys.intern(name), "cat": category, "tid": event.get("tid"),
-                             "ts": start, "dur": dur,
-                             "args": {k: args[k] for k in _KERNEL_ARGS if k in args}})
+            kernel_args = _kernel_args(fields, args)
+            tid = fields.key(event.get("tid"), "tid")
+            stream = kernel_args.get("stream", tid if isinstance(tid, int) else 0)
+            seen.gpu.append({"name": sys.intern(name), "cat": category, "stream": stream,
+                             "ts": start, "dur": dur, "args": kernel_args})
         elif category in ("cuda_runtime", "cuda_driver"):
             correlation = args.get("correlation")
             if correlation is not None:
-                seen.runtime.add(int(correlation), start, (event.get("pid"), event.get("tid")))
+                thread = (fields.key(event.get("pid"), "pid"), fields.key(event.get("tid"), "tid"))
+                seen.runtime.add(fields.integer(correlation, "args.correlation", -1), start,
+                                 thread)
         elif category == "cpu_op":
             keep = name in _SHAPED or "comms" in name or "nccl" in name
-            thread = (event.get("pid"), event.get("tid"))
+            thread = (fields.key(event.get("pid"), "pid"), fields.key(event.get("tid"), "tid"))
             if thread not in seen.ops:
                 seen.ops[thread] = _ThreadOps()
             seen.ops[thread].add(start, start + dur, sys.intern(name),
@@ -213,8 +259,12 @@ def _collect(path: Path) -> _Collected:
         elif category == "cuda_sync" and args.get("cuda_sync_kind") == "Stream Wait Event":
             record = args.get("wait_on_cuda_event_record_corr_id")
             if record is not None and "stream" in args and "wait_on_stream" in args:
-                seen.waits.append((int(args["stream"]), int(args["wait_on_stream"]),
-                                   int(record), int(args.get("correlation", -1))))
+                low = -(2**31)
+                seen.waits.append((
+                    fields.integer(args["stream"], "args.stream", low),
+                    fields.integer(args["wait_on_stream"], "args.wait_on_stream", low),
+                    fields.integer(record, "args.wait_on_cuda_event_record_corr_id", -1),
+                    fields.integer(args.get("correlation", -1), "args.correlation", -1)))
         elif category == "user_annotation" and name.startswith("ProfilerStep#"):
             seen.steps.append((name, start, start + dur))
     if seen.events == 0:
@@ -227,10 +277,10 @@ def _link(event: dict[str, Any], seen: _Collected, orphans: Counter[str]) -> Gpu
     args = event["args"]
     kind = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}[event["cat"]]
     klass = kernel_class(event["name"]) if kind == "kernel" else kind
-    gpu = GpuEvent(event["name"], kind, int(args.get("stream", event.get("tid") or 0)),
-                   event["ts"], event["dur"], klass, bytes=float(args.get("bytes", 0.0)))
+    gpu = GpuEvent(event["name"], kind, event["stream"], event["ts"], event["dur"], klass,
+                   bytes=float(args.get("bytes", 0.0)))
     correlation = args.get("correlation", args.get("correlation id"))
-    launch = seen.runtime.get(int(correlation)) if correlation is not None else None
+    launch = seen.runtime.get(correlation) if correlation is not None else None
     if launch is None:
         orphans["gpu event without its launching runtime call"] += 1
         return gpu
@@ -279,10 +329,13 @@ def _metadata(path: Path) -> tuple[str, int | None]:
         except ijson.common.JSONError:
             pass  # _collect reports what is wrong with the file
     properties = found.get("deviceProperties")
-    device = str(properties[0].get("name", "")) if isinstance(properties, list) and properties \
-        and isinstance(properties[0], dict) else ""
+    device = ""
+    if isinstance(properties, list) and properties and isinstance(properties[0], dict):
+        device = Fields(str(path), "deviceProperties[0]").text(properties[0].get("name"), "name")
     info = found.get("distributedInfo")
-    rank = int(info["rank"]) if isinstance(info, dict) and "rank" in info else None
+    rank = None
+    if isinstance(info, dict) and info.get("rank") is not None:
+        rank = Fields(str(path), "distributedInfo").integer(info["rank"], "rank", 0, MAX_GPUS - 1)
     return device, rank
 
 

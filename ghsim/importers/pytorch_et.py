@@ -13,31 +13,54 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ghsim.importers.checks import Fields, TraceError, check_count
 from ghsim.importers.classify import collective_kind, gemm_flops
-from ghsim.importers.kineto import GpuEvent, TraceError, TraceRank, json_items
+from ghsim.importers.kineto import GpuEvent, TraceRank, json_items
+from ghsim.limits import MAX_TRACE_EVENTS
 
 
-def node_fields(raw: dict[str, Any]) -> tuple[int, str, int | None, list[Any], list[Any]]:
-    """id, name, parent, input shapes, input types of a node in either layout."""
+def node_fields(raw: dict[str, Any], source: str = "execution trace", index: int = 0
+                ) -> tuple[int, str, int | None, list[Any], list[Any]]:
+    """id, name, parent, input shapes, input types of a node in either layout; a node with an
+    id that is not an integer, or fields of the wrong type, is a :class:`TraceError` naming
+    ``nodes[index]``."""
+    fields = Fields(source, f"nodes[{index}]")
+    if not isinstance(raw, dict):
+        raise fields.fail("", "a node object", raw)
+    if "id" not in raw:
+        raise fields.fail("id", "an integer id", None)
+    node_id = fields.integer(raw["id"], "id", -1)
+    name = fields.text(raw.get("name"), "name")
     inputs = raw.get("inputs")
     if isinstance(inputs, dict):  # 1.0.2+ layout
         shapes, types = inputs.get("shapes") or [], inputs.get("types") or []
+        where = "inputs."
     else:
         shapes, types = raw.get("input_shapes") or [], raw.get("input_types") or []
-    parent = raw.get("parent", raw.get("ctrl_deps"))
+        where = "input_"
+    if not isinstance(shapes, list):
+        raise fields.fail(f"{where}shapes", "a list of shapes", shapes)
+    if not isinstance(types, list):
+        raise fields.fail(f"{where}types", "a list of types", types)
+    key = "parent" if "parent" in raw else "ctrl_deps"
+    parent = raw.get(key)
     if isinstance(parent, list):
         parent = parent[0] if parent else None
-    return int(raw.get("id", -1)), str(raw.get("name", "")), parent, shapes, types
+    if parent is not None:
+        parent = fields.integer(parent, key, -1)
+    return node_id, name, parent, shapes, types
 
 
 def _bytes(shapes: list[Any], types: list[Any]) -> float:
     total = 0.0
     for shape, kind in zip(shapes, types, strict=False):
-        if isinstance(shape, list) and shape and all(isinstance(d, int) for d in shape):
+        if isinstance(shape, list) and shape and all(
+                isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 2**40
+                for d in shape):
             size = 2 if "half" in str(kind).lower() or "bfloat" in str(kind).lower() else 4
             count = 1
             for dim in shape:
-                count *= dim
+                count = min(count * dim, 2**60)  # a corrupt shape stays a finite number
             total += count * size
     return total
 
@@ -49,14 +72,15 @@ def read_pytorch_et(path: Path, rank: int = 0) -> TraceRank:
     if schema is None:
         raise TraceError(str(path), "schema",
                          "expected a PyTorch execution trace: a JSON object with schema and nodes")
-    for raw in json_items(path, "nodes.item"):
-        if isinstance(raw, dict):
-            nodes.append(node_fields(raw))
+    for index, raw in enumerate(json_items(path, "nodes.item")):
+        nodes.append(node_fields(raw, str(path), index))
+        if len(nodes) > MAX_TRACE_EVENTS:
+            check_count(len(nodes), str(path), "nodes")
     if not nodes:
         raise TraceError(str(path), "nodes", "the execution trace holds no nodes")
     parents = {parent for _, _, parent, _, _ in nodes if parent is not None}
     events = []
-    for node_id, name, _, shapes, types in sorted(nodes):
+    for node_id, name, _, shapes, types in sorted(nodes, key=lambda node: node[0]):
         if node_id in parents or not name or name.startswith(("[", "##", "ProfilerStep")):
             continue
         if "nccl" in name or "comms" in name or name.startswith("c10d::"):

@@ -1,18 +1,140 @@
-"""Rich rendering of the ``ghsim inspect`` views for a terminal."""
+"""Rich rendering of the ``ghsim inspect`` views for a terminal.
+
+Every string a view holds may come from a user's file or trace (a name, a description, a
+label): each ``render_*`` function receives its view with every string made safe for a
+terminal first (control characters and lone surrogates escaped, rich markup escaped), so a name
+like ``"\x1b[31mred"`` or ``"[bold]x"`` is shown as written and never acts on the terminal.
+
+On a terminal the tables have boxes and colour; anywhere else (a pipe, a file, a CI log) they
+are plain text, without box drawing or colour, wrapped to the width (``COLUMNS``, 80 by
+default). No cell is ever cut with an ellipsis: long text wraps, a long word folds, and a long
+key path is shortened from the left (``…host_link.bandwidth_gb_s``) with its full name in a
+legend line under the table.
+"""
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ghsim.engine.result import memory_tracked, tiers_short
+from ghsim.errors import printable
+from ghsim.report.keys import short_key
 from ghsim.units import format_bytes, format_flops, format_rate, format_seconds
 
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def terminal_safe(value: Any) -> Any:
+    """``value`` with every string (keys included) escaped for a terminal and for rich markup
+    (newlines and tabs are kept: they cannot act on a terminal)."""
+    if isinstance(value, str):
+        return escape("\t".join("\n".join(printable(line) for line in part.split("\n"))
+                                for part in value.split("\t")))
+    if isinstance(value, dict):
+        return {terminal_safe(k): terminal_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(terminal_safe(v) for v in value)
+    return value
+
+
+def _safe(render: F) -> F:
+    """Make every argument of a ``render_*`` function (but the console) terminal-safe."""
+    @functools.wraps(render)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        render(*(a if isinstance(a, Console) else terminal_safe(a) for a in args),
+               **{k: v if isinstance(v, Console) else terminal_safe(v)
+                  for k, v in kwargs.items()})
+    return wrapper  # type: ignore[return-value]
+
 _KIND_ORDER = ("gpu", "memory", "cpu", "nvswitch", "nic")
+NOT_APPLICABLE = "n/a"
+"""What a table shows for a rate the workload cannot have (the MFU of a replayed trace)."""
+
+
+def is_plain(console: Console) -> bool:
+    """Plain output: the console does not write to a terminal."""
+    return not console.is_terminal
+
+
+def _tables(item: Any) -> Iterable[Table]:
+    if isinstance(item, Table):
+        yield item
+    elif isinstance(item, Group):
+        for child in item.renderables:
+            yield from _tables(child)
+
+
+def _show(console: Console, *items: RenderableType) -> None:
+    """Print ``items``; their tables never cut a cell (long text wraps, long words fold) and,
+    off a terminal, lose their box drawing."""
+    for item in items:
+        for table in _tables(item):
+            for column in table.columns:
+                column.no_wrap = False
+                column.overflow = "fold"
+            if is_plain(console):
+                _plain(table)
+        console.print(item)
+
+
+def _plain(table: Table) -> None:
+    """No box drawing; one space between columns, none at the edges."""
+    table.box, table.pad_edge, table.show_lines = None, False, False
+    table.padding = (0, 1, 0, 0)
+
+
+def wrap_name(name: str, width: int) -> str:
+    """``name`` broken into lines of at most ``width`` characters after its ``_``, ``-``,
+    ``.`` or ``/`` separators (a part longer than ``width`` stays whole: rich folds it)."""
+    parts = re.findall(r"[^_\-./]*[_\-./]|[^_\-./]+$", name)
+    lines = [""]
+    for part in parts:
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
+def _header(key: str) -> str:
+    """A column header for a key path: shortened, and broken after its last dot when long."""
+    short = short_key(key)
+    head, dot, last = short.rpartition(".")
+    return f"{head}.\n{last}" if dot and len(short) > 14 else short
+
+
+def legend_line(keys: Iterable[str]) -> str | None:
+    """The line naming in full the key paths a table shortened, or None."""
+    pairs = [f"{short_key(k)} = {k}" for k in keys if short_key(k) != k]
+    return "Shortened: " + "; ".join(pairs) if pairs else None
+
+
+def _rate(value: float | None, spec: str) -> str:
+    return NOT_APPLICABLE if value is None else format(value, spec)
+
+
+def fits_text(memory: dict[str, Any]) -> str:
+    """``yes``, ``no: hbm`` (the tiers that do not fit, in red) or ``not tracked``."""
+    if not memory_tracked(memory):
+        return "not tracked"
+    short = tiers_short(memory)
+    return "yes" if not short else f"[red]no: {'+'.join(short)}[/]"
+
+
+def record_fits(record: dict[str, Any]) -> str:
+    """The fits cell of a sweep record: ``yes``, ``no: hbm`` or ``not tracked``."""
+    if record["fits"] is None:
+        return "not tracked"
+    return "yes" if record["fits"] else f"no: {record.get('does_not_fit') or '?'}"
 
 
 def _component_line(first: dict[str, Any], ids: list[str]) -> str:
@@ -80,15 +202,20 @@ def _totals_table(totals: dict[str, Any], title: str) -> Table:
     return table
 
 
-def _sources_table(sources: dict[str, str], title: str = "Sources") -> Table:
+def _sources_table(sources: dict[str, str], title: str = "Sources",
+                   width: int = 80) -> Table:
     table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("key", style="cyan", no_wrap=True)
-    table.add_column("source")
+    # The key column as wide as its longest key path (up to 48 characters), so that key paths
+    # wrap only between keys; the sources wrap in the rest of the width.
+    longest = min(48, max((len(word) for key in sources for word in key.split()), default=3))
+    table.add_column("key", style="cyan")
+    table.add_column("source", max_width=max(24, width - longest - 5))
     for key, text in sources.items():
         table.add_row(key, text)
     return table
 
 
+@_safe
 def render_system(view: dict[str, Any], console: Console) -> None:
     tree = Tree(f"[bold]{view['name']}[/]: {view['node']}")
     by_kind: dict[str, dict[tuple[Any, ...], list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -105,16 +232,22 @@ def render_system(view: dict[str, Any], console: Console) -> None:
                  f"{fabric['switch_radix']}-port switches, leaf {fabric['leaf_down_ports']} down "
                  f"/ {fabric['leaf_up_ports']} up")
     console.print(Text(view["description"], style="dim"))
-    console.print(Group(tree, _links_table(view),
-                        _totals_table(view["totals"], f"Totals at {view['totals']['num_gpus']:,} "
-                                      "GPUs"),
-                        _sources_table(view["sources"]),
-                        _sources_table({f"{part} {key}": text
-                                        for part, sources in view["part_sources"].items()
-                                        for key, text in sources.items()},
-                                       "Sources of the parts")))
+    if is_plain(console):  # the tree as indented lines, without guide characters
+        console.print(Text.from_markup(str(tree.label)))
+        for child in tree.children:
+            console.print(Text("  - ") + Text.from_markup(str(child.label)))
+    else:
+        console.print(tree)
+    _show(console, _links_table(view),
+          _totals_table(view["totals"], f"Totals at {view['totals']['num_gpus']:,} GPUs"),
+          _sources_table(view["sources"], width=console.width),
+          _sources_table({f"{part} {key}": text
+                          for part, sources in view["part_sources"].items()
+                          for key, text in sources.items()}, "Sources of the parts",
+                         console.width))
 
 
+@_safe
 def render_model(view: dict[str, Any], console: Console) -> None:
     arch = view["architecture"]
     table = Table(title=f"{view['name']}", title_justify="left", show_header=False)
@@ -134,11 +267,12 @@ def render_model(view: dict[str, Any], console: Console) -> None:
     for seq, flops in view["model_flops_per_token_by_seq_len"].items():
         table.add_row(f"training FLOPs/token @ seq {seq}", f"{flops:.4g}")
     console.print(Text(view["description"], style="dim"))
-    console.print(table)
+    _show(console, table)
     if view["sources"]:
-        console.print(_sources_table(view["sources"]))
+        _show(console, _sources_table(view["sources"], width=console.width))
 
 
+@_safe
 def render_scenario(view: dict[str, Any], console: Console) -> None:
     layout, training, par = view["layout"], view["training"], view["parallelism"]
     table = Table(title=f"Scenario {view['name']}", title_justify="left", show_header=False)
@@ -158,18 +292,24 @@ def render_scenario(view: dict[str, Any], console: Console) -> None:
     table.add_row("micro-batches per step", str(layout["micro_batches_per_step"]))
     table.add_row("tokens per step", f"{view['tokens_per_step']:,}")
     table.add_row("model FLOPs per step", f"{view['model_flops_per_step']:.4g}")
-    memory = view["memory_per_gpu_bytes"]
-    for key in ("weights", "gradients", "optimizer", "model_states"):
-        table.add_row(f"{key.replace('_', ' ')} per GPU (stage 0)", format_bytes(memory[key]))
-    table.add_row("HBM per GPU", format_bytes(view["hbm_capacity_bytes"]))
-    console.print(table)
-    console.print(_totals_table(view["totals"], "System at this size"))
+    memory = view["memory_per_gpu"]
+    if not memory["tracked"]:
+        table.add_row("memory per GPU", f"not tracked ({memory['why']})")
+    for tier, data in memory.get("tiers", {}).items():
+        table.add_row(f"{tier.upper()}/GPU: weights / grads / optimizer",
+                      " / ".join(format_bytes(data[k])
+                                 for k in ("weights", "gradients", "optimizer")))
+        table.add_row(f"{tier.upper()}/GPU: peak / capacity",
+                      f"{format_bytes(data['peak'])} / {format_bytes(data['capacity'])}"
+                      + ("" if data["peak"] <= data["capacity"] else " [red](does not fit)[/]"))
+    _show(console, table, _totals_table(view["totals"], "System at this size"))
 
 
 def _gib(value: float) -> str:
     return f"{value / 2**30:.1f}"
 
 
+@_safe
 def render_workload(view: dict[str, Any], console: Console) -> None:
     """The lowered step: per rank class, work, traffic and memory."""
     table = Table(title=f"Workload: {view['num_rank_classes']} rank classes, {view['ops']:,} ops "
@@ -191,7 +331,7 @@ def render_workload(view: dict[str, Any], console: Console) -> None:
             _gib(memory["weights"] + memory["gradients"] + memory["optimizer"]),
             _gib(memory["activations"]), _gib(memory["peak"]),
         )
-    console.print(table)
+    _show(console, table)
     fits = "fits" if view["fits_in_hbm"] else "does NOT fit"
     console.print(
         f"Model FLOPs per step {view['model_flops_per_step']:.4g}, hardware FLOPs "
@@ -207,7 +347,7 @@ def _busiest_links(links: list[dict[str, Any]], rows: int = 8) -> Table:
     table = Table(title="Busiest links (whole system)", title_justify="left")
     for column in ("link", "kind", "utilization", "busy", "bytes", "traffic"):
         table.add_column(column, justify="right" if column in ("utilization", "busy", "bytes")
-                         else "left", no_wrap=column == "link")
+                         else "left")
     for link in links[:rows]:
         table.add_row(link["name"], link["kind"], f"{link['utilization']:.0%}",
                       f"{link['busy']:.0%}", format_bytes(link["bytes"]),
@@ -215,6 +355,7 @@ def _busiest_links(links: list[dict[str, Any]], rows: int = 8) -> Table:
     return table
 
 
+@_safe
 def render_result(result: dict[str, Any], name: str, console: Console) -> None:
     """The summary of ``ghsim run``."""
     step = result["step_time_s"]
@@ -222,10 +363,12 @@ def render_result(result: dict[str, Any], name: str, console: Console) -> None:
     head.add_column("what")
     head.add_column("value", justify="right")
     head.add_row("step time", format_seconds(step))
-    head.add_row("tokens/s (per GPU)", f"{result['tokens_per_s']:,.0f} "
-                 f"({result['tokens_per_s_per_gpu']:,.0f})")
-    head.add_row("model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:,.1f}")
-    head.add_row("MFU", f"{result['mfu']:.1%}")
+    tokens = result["tokens_per_s"]
+    head.add_row("tokens/s (per GPU)", NOT_APPLICABLE if tokens is None else
+                 f"{tokens:,.0f} ({result['tokens_per_s_per_gpu']:,.0f})")
+    head.add_row("model TFLOP/s per GPU", _rate(result["model_tflops_per_gpu"], ",.1f"))
+    head.add_row("MFU", _rate(result["mfu"], ".1%"))
+    head.add_row("fits in memory", fits_text(result["memory"]))
     parts = Table(title="Where the time goes (critical rank class)", title_justify="left")
     parts.add_column("part")
     parts.add_column("seconds", justify="right")
@@ -238,21 +381,26 @@ def render_result(result: dict[str, Any], name: str, console: Console) -> None:
             parts.add_row(f"  compute: {key}", f"{seconds:.4g}", f"{seconds / step:.1%}",
                           style="dim")
     memory = Table(title="Memory per GPU", title_justify="left")
-    for column in ("tier", "peak", "capacity", "fits", "peak at"):
+    for column in ("tier", "peak", "capacity", "fits", "peak at", "model states"):
         memory.add_column(column, justify="left" if column == "tier" else "right")
     for tier, data in result["memory"].items():
         if isinstance(data, dict):
             fits = data["peak_bytes"] <= data["capacity_bytes"]
+            states = data.get("states_bytes")
             memory.add_row(tier, format_bytes(data["peak_bytes"]),
-                           format_bytes(data["capacity_bytes"]), "yes" if fits else "[red]no[/]",
-                           f"{data['peak_at_s']:.3g} s")
-    console.print(head)
-    console.print(parts)
+                           format_bytes(data["capacity_bytes"]),
+                           "yes" if fits else f"[red]no: {tier}[/]",
+                           f"{data['peak_at_s']:.3g} s",
+                           format_bytes(sum(states.values())) if states else "-")
+    _show(console, head, parts)
     bottleneck = result["bottleneck"]
     console.print(f"[bold]Bottleneck:[/] {bottleneck['resource']} - {bottleneck['why']}.")
-    console.print(memory)
+    if memory.row_count:
+        _show(console, memory)
+    else:
+        console.print("Memory per GPU: not tracked (this workload records no allocations).")
     if result.get("links"):
-        console.print(_busiest_links(result["links"]))
+        _show(console, _busiest_links(result["links"]))
     host = result.get("host", {})
     if host.get("h2d_bytes") or host.get("d2h_bytes") or host.get("cpu_utilization"):
         console.print(
@@ -265,44 +413,89 @@ def render_result(result: dict[str, Any], name: str, console: Console) -> None:
         console.print(f"[yellow]warning:[/] {warning}")
 
 
+@_safe
 def render_validation(outcomes: list[dict[str, Any]], summary: dict[str, Any],
                       console: Console) -> None:
     """The table of ``ghsim validate``."""
-    table = Table(title="Predicted against measured step time", title_justify="left")
-    for column in ("point", "measured s", "predicted s", "error", "bound by"):
+    table = Table(title="Predicted against measured step time (seconds)", title_justify="left")
+    for column in ("point", "measured", "predicted", "error", "bound by"):
         table.add_column(column, justify="left" if column in ("point", "bound by") else "right")
+    # The other columns take about 44 characters (54 with boxes): a point's id wraps in the
+    # rest, between the words of its name.
+    width = max(20, console.width - (44 if is_plain(console) else 54))
     for o in outcomes:
+        name = wrap_name(o["id"], width)
         if o["failed"]:
-            table.add_row(o["id"], "-", "-", "[red]failed[/]", o["failed"])
+            table.add_row(name, "-", "-", "[red]failed[/]", o["failed"])
             continue
         error = o["error"]
         style = "red" if abs(error) > 0.2 else ("yellow" if abs(error) > 0.08 else "green")
-        table.add_row(o["id"], f"{o['measured_step_time_s']:.3f}",
+        table.add_row(name, f"{o['measured_step_time_s']:.3f}",
                       f"{o['predicted_step_time_s']:.3f}", f"[{style}]{error:+.1%}[/]",
                       o["bottleneck"] or "")
-    console.print(table)
+    _show(console, table)
     console.print(f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%} over "
                   f"{summary['simulated']} simulated points ({summary['failed']} failed).")
 
 
+def _natural_width(console: Console, table: Table) -> int:
+    for column in table.columns:
+        column.overflow = "fold"
+    if is_plain(console):
+        _plain(table)
+    return console.measure(table, options=console.options.update(width=10**4)).maximum
+
+
+def _sweep_table(ranked: list[dict[str, Any]], rank_by: str, axes: list[str],
+                 stacked: bool) -> Table:
+    table = Table(title=f"Ranked by {rank_by}", title_justify="left")
+    table.add_column("#", justify="right")
+    if not stacked:
+        for key in axes or ["point"]:
+            table.add_column(_header(key))
+    for column in ("step", "MFU", "HBM GiB", "fits", "bound by"):
+        table.add_column(column, justify="left" if column in ("fits", "bound by") else "right")
+    if stacked:
+        table.add_column(" / ".join(short_key(key) for key in axes), ratio=1)
+    for rank, r in enumerate(ranked, 1):
+        values = [str(r["overrides"].get(key, "-")) for key in axes]
+        if r["step_time_s"] is None:
+            number = "-"
+            cells = ["-", "-", "-", "-", f"[dim]{r['error'] or r['skipped']}[/]"]
+        else:
+            number, fits, hbm = str(rank), record_fits(r), r["hbm_peak_bytes"]
+            cells = [format_seconds(r["step_time_s"]), _rate(r["mfu"], ".1%"),
+                     "-" if hbm is None else f"{hbm / 2**30:.1f}",
+                     f"[red]{fits}[/]" if r["fits"] is False else fits, str(r["bottleneck"])]
+        if stacked:
+            table.add_row(number, *cells, " / ".join(values))
+        else:
+            table.add_row(number, *(values if axes else [r["label"]]), *cells)
+    return table
+
+
+@_safe
 def render_sweep(ranked: list[dict[str, Any]], summary: str, rank_by: str,
                  console: Console) -> None:
-    """The ranked table of ``ghsim sweep``."""
-    table = Table(title=f"Ranked by {rank_by}", title_justify="left")
-    for column in ("#", "point", "step", "MFU", "HBM peak", "fits", "bound by"):
-        table.add_column(column, justify="left" if column in ("point", "bound by") else "right")
-    for rank, r in enumerate(ranked, 1):
-        if r["step_time_s"] is None:
-            table.add_row("-", r["label"], "-", "-", "-", "-",
-                          f"[dim]{r['error'] or r['skipped']}[/]")
-            continue
-        table.add_row(str(rank), r["label"], format_seconds(r["step_time_s"]), f"{r['mfu']:.1%}",
-                      format_bytes(r["hbm_peak_bytes"] or 0),
-                      "yes" if r["fits"] else "[red]no[/]", str(r["bottleneck"]))
-    console.print(table)
-    console.print(summary)
+    """The ranked table of ``ghsim sweep``: one column per axis (a long key path shortened,
+    named in full under the table), then the step, MFU, HBM peak, the tiers that do not fit
+    and the bottleneck; where those columns are wider than the console, the axes' values share
+    one last column that wraps between values. A point that does not fit ranks after those
+    that do."""
+    axes: list[str] = []
+    for r in ranked:
+        axes += [key for key in r["overrides"] if key not in axes]
+    table = _sweep_table(ranked, rank_by, axes, stacked=False)
+    if axes and _natural_width(console, table) > console.width:
+        table = _sweep_table(ranked, rank_by, axes, stacked=True)
+    _show(console, table)
+    legend = legend_line(axes)
+    if legend:
+        console.print(legend, highlight=False)
+    console.print(summary, highlight=False)
 
 
+@_safe
 def render_routes(view: dict[str, Any], console: Console) -> None:
     """``inspect --routes``: one table per rank class, a row per link of each group's flows."""
     for cls in view["classes"]:
@@ -310,7 +503,7 @@ def render_routes(view: dict[str, Any], console: Console) -> None:
                       title_justify="left")
         for column in ("group", "share", "link", "kind", "copies", "GB/s", "eff", "alone"):
             table.add_column(column, justify="left" if column in ("group", "link", "kind")
-                             else "right", no_wrap=column == "link")
+                             else "right")
         for kind, group in cls["groups"].items():
             label = f"{kind} {group['collective']} ({group['algorithm']}, n={group['size']})"
             for share in group["shares"]:
@@ -321,4 +514,4 @@ def render_routes(view: dict[str, Any], console: Console) -> None:
                                   f"{link['capacity_gb_s']:.4g}", f"{link['efficiency']:.3g}",
                                   f"{share['alone_gb_s']:.4g}" if index == 0 else "")
                     label = ""
-        console.print(table)
+        _show(console, table)

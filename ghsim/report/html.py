@@ -7,7 +7,13 @@ import html
 import re
 from typing import Any
 
+from ghsim.errors import printable
 from ghsim.version import __version__
+
+
+def _escape(text: str) -> str:
+    """HTML-escaped, with control characters and lone surrogates written as escapes."""
+    return html.escape(printable(text))
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -30,7 +36,7 @@ def _svg(svg: str) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    head = "".join(f'<th class="{"l" if i < left else ""}">{html.escape(h)}</th>'
+    head = "".join(f'<th class="{"l" if i < left else ""}">{_escape(h)}</th>'
                    for i, h in enumerate(headers))
     body = "".join(
         "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{cell}</td>'
@@ -40,10 +46,10 @@ def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
 
 def page(title: str, intro: str, sections: list[tuple[str, str]]) -> str:
     """A whole HTML document."""
-    parts = "".join(f"<h2>{html.escape(name)}</h2>{content}" for name, content in sections)
+    parts = "".join(f"<h2>{_escape(name)}</h2>{content}" for name, content in sections)
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>{intro}</p>{parts}"
+            f"<title>{_escape(title)}</title><style>{_STYLE}</style></head><body>"
+            f"<h1>{_escape(title)}</h1><p>{intro}</p>{parts}"
             f"<p class=\"note\">Made by ghsim {__version__}.</p></body></html>")
 
 
@@ -51,42 +57,113 @@ def _gib(value: float | None) -> str:
     return "-" if value is None else f"{value / 2**30:.1f}"
 
 
+def _fits(memory_fits: bool | None, short: str | None) -> str:
+    if memory_fits is None:
+        return "not tracked"
+    if memory_fits:
+        return "yes"
+    return f'<span class="bad">no: {_escape(short or "?")}</span>'
+
+
+def _rate(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def setup_rows(scenario: dict[str, Any], overrides: list[str] | None = None,
+               source: str | None = None) -> list[tuple[str, str]]:
+    """What was simulated, as (quantity, text) rows: system, GPUs, model, layout, training,
+    offload and the overrides given, from a resolved scenario (``Result.inputs["scenario"]``)."""
+    par, training = scenario["parallelism"], scenario["training"]
+    layout = " x ".join(f"{k} {par[k]}" for k in ("tp", "pp", "cp", "dp") if par.get(k))
+    if (par.get("vp") or 1) > 1:
+        layout += f", vp {par['vp']}"
+    rows = [("system", str(scenario["system"]["name"])),
+            ("GPUs", f"{scenario['num_gpus']:,}"),
+            ("model", str(scenario["model"]["name"])),
+            ("layout", layout + f"; ZeRO {par['zero_stage']}, recompute {par['recompute']}, "
+                       f"sequence parallel {par['sequence_parallel']}"),
+            ("training", f"seq {training['seq_len']}, micro-batch {training['micro_batch']}, "
+                         f"global batch {training['global_batch']}, {training['precision']}"),
+            ("offload", str(scenario["offload"]["strategy"]))]
+    if scenario.get("workload"):
+        rows.append(("workload", f"{scenario['workload']} (replay: {scenario['replay']})"))
+    if source is not None:
+        rows.append(("scenario file", source))
+    if overrides is not None:
+        rows.append(("overrides", ", ".join(overrides) or "none"))
+    return rows
+
+
+def _setup_table(rows: list[tuple[str, str]]) -> str:
+    return _table(["quantity", "value"], [[_escape(k), _escape(v)] for k, v in rows], left=2)
+
+
 def sweep_report(name: str, description: str, ranked: list[dict[str, Any]],
-                 svgs: dict[str, str], summary: str) -> str:
+                 svgs: dict[str, str], summary: str,
+                 setup: list[tuple[str, str]] | None = None) -> str:
+    """The page of a sweep: what it varies on which base, the plots, and every point ranked
+    (those that do not fit in memory marked with the tier that overflows, and never best)."""
+    axes: list[str] = []
+    for r in ranked:
+        axes += [key for key in r["overrides"] if key not in axes]
     rows = []
     for rank, r in enumerate(ranked, 1):
+        point = [_escape(str(r["overrides"].get(key, "-"))) for key in axes]
         if r["step_time_s"] is None:
-            why = html.escape(r["error"] or r["skipped"] or "")
-            rows.append([html.escape(r["label"]), "-", "-", "-", "-", "-", f'<span class="bad">'
-                         f"{why}</span>"])
+            why = _escape(r["error"] or r["skipped"] or "")
+            rows.append([*point, "-", "-", "-", "-", "-", "-", f'<span class="bad">{why}</span>'])
             continue
-        fits = "yes" if r["fits"] else '<span class="bad">no</span>'
-        rows.append([html.escape(r["label"]), f"{rank}", f"{r['step_time_s']:.3f}",
-                     f"{r['mfu']:.1%}", _gib(r["hbm_peak_bytes"]), fits,
-                     html.escape(str(r["bottleneck"]))])
-    table = _table(["point", "rank", "step (s)", "MFU", "HBM peak (GiB)", "fits", "bound by"],
-                   rows)
+        host = "-" if r.get("h2d_bytes") is None else \
+            f"{_gib(r['h2d_bytes'])} / {_gib(r['d2h_bytes'])}"
+        rows.append([*point, f"{rank}", f"{r['step_time_s']:.3f}", _rate(r["mfu"], ".1%"),
+                     _gib(r["hbm_peak_bytes"]), _fits(r["fits"], r.get("does_not_fit")), host,
+                     _escape(str(r["bottleneck"]))])
+    table = _table([*axes, "rank", "step (s)", "MFU", "HBM peak (GiB)", "fits",
+                    "host link down / up (GiB)", "bound by"], rows, left=len(axes))
+    done = [r for r in ranked if r["step_time_s"] is not None]
+    best = next((r for r in done if r["fits"] is not False), None)
+    short = sum(1 for r in done if r["fits"] is False)
+    notes = [f"Best that fits in memory: {_escape(best['label'])} ({best['step_time_s']:.3f} s)."
+             if best else '<span class="bad">No point fits in memory.</span>']
+    if short:
+        notes.append(f"{short} point{'s' if short > 1 else ''} do{'es' if short == 1 else ''} "
+                     "not fit in memory: ranked after those that do, never best, and left out "
+                     "of the sensitivity plot.")
+    summary_html = "".join(f"<p>{note}</p>" for note in notes)
     figures = "".join(f"<figure>{_svg(svg)}</figure>" for svg in svgs.values())
-    return page(f"ghsim sweep: {name}", html.escape(description) + "<br>" + html.escape(summary),
-                [("Plots", figures), ("Ranked results", table)])
+    return page(f"ghsim sweep: {name}", _escape(description) + "<br>" + _escape(summary),
+                [("Setup", _setup_table(setup or []) + summary_html), ("Plots", figures),
+                 ("Ranked results", table)])
 
 
 def run_report(name: str, result: dict[str, Any], svgs: dict[str, str]) -> str:
+    """The page of one run: what was simulated (system, GPUs, model, layout, overrides), the
+    headline numbers, where the time goes, and memory per tier."""
     step = result["step_time_s"]
+    memory = result["memory"]
+    tiers = {tier: d for tier, d in memory.items() if isinstance(d, dict)}
+    short = [t for t, d in tiers.items() if d["peak_bytes"] > d["capacity_bytes"]]
+    fits = "not tracked" if not tiers else _fits(not short, "+".join(short))
+    tokens = result["tokens_per_s_per_gpu"]
     headline = _table(["quantity", "value"], [
         ["step time", f"{step:.4g} s"],
-        ["tokens/s per GPU", f"{result['tokens_per_s_per_gpu']:,.0f}"],
-        ["model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:.1f}"],
-        ["MFU", f"{result['mfu']:.1%}"],
-        ["bottleneck", html.escape(f"{result['bottleneck']['resource']}: "
-                                   f"{result['bottleneck']['why']}")]])
+        ["tokens/s per GPU", "n/a" if tokens is None else f"{tokens:,.0f}"],
+        ["model TFLOP/s per GPU", _rate(result["model_tflops_per_gpu"], ".1f")],
+        ["MFU", _rate(result["mfu"], ".1%")],
+        ["fits in memory", fits],
+        ["bottleneck", _escape(f"{result['bottleneck']['resource']}: "
+                               f"{result['bottleneck']['why']}")]])
+    inputs = result.get("inputs", {})
+    setup = _setup_table(setup_rows(inputs["scenario"], list(inputs.get("overrides", [])),
+                                    inputs.get("source"))) if "scenario" in inputs else ""
     parts = _table(["part", "seconds", "share"], [
         [k, f"{v:.4g}", f"{v / step:.1%}"] for k, v in result["breakdown_s"].items() if v > 0])
-    memory = _table(["tier", "peak (GiB)", "capacity (GiB)"], [
-        [tier, _gib(d["peak_bytes"]), _gib(d["capacity_bytes"])]
-        for tier, d in result["memory"].items() if isinstance(d, dict)])
-    warnings = "".join(f'<p class="bad">{html.escape(w)}</p>' for w in result["warnings"])
+    memory_table = _table(["tier", "peak (GiB)", "capacity (GiB)", "fits"], [
+        [tier, _gib(d["peak_bytes"]), _gib(d["capacity_bytes"]),
+         _fits(d["peak_bytes"] <= d["capacity_bytes"], tier)] for tier, d in tiers.items()]) \
+        if tiers else "<p>Not tracked: this workload records no allocations.</p>"
+    warnings = "".join(f'<p class="bad">{_escape(w)}</p>' for w in result["warnings"])
     figures = "".join(f"<figure>{_svg(svg)}</figure>" for svg in svgs.values())
     return page(f"ghsim run: {name}", "One simulated optimizer step.",
-                [("Summary", headline + warnings), ("Where the time goes", parts + figures),
-                 ("Memory per GPU", memory)])
+                [("Setup", setup), ("Summary", headline + warnings),
+                 ("Where the time goes", parts + figures), ("Memory per GPU", memory_table)])

@@ -41,7 +41,10 @@ def routes_view(scenario: Scenario) -> dict[str, Any]:
     first = {c.stage: c.first_rank for c in workload.classes}
     for rank_class in workload.classes:
         groups: dict[str, Any] = {}
+        last = max(first)
         for kind, group in rank_class.groups.items():
+            if kind == "embedding" and rank_class.stage not in (0, last):
+                continue  # only the first and last stages hold the tied embeddings
             if group.size > 1 and kind != "pp":
                 collective = "all_reduce" if kind in ("tp", "dp", "embedding") else "all_gather"
                 plan = planner.collective(rank_class, group, collective)

@@ -1,6 +1,7 @@
 """Chrome / Perfetto trace of a simulated step: one process per rank class with one track per
-stream and one for the tensor-parallel collectives inside compute ops, and one counter track
-per busy link of the system (its utilization over time).
+stream, one for the tensor-parallel collectives inside compute ops and one memory counter per
+memory tier (HBM, LPDDR or host DDR: bytes in use by one GPU of the class over the step), and
+one counter track per busy link of the system (its utilization over time).
 
 Open ``trace.json`` in ui.perfetto.dev or chrome://tracing. Times are microseconds.
 """
@@ -24,6 +25,31 @@ def _comm_track(cls: ClassTimeline, pid: int, tid: int) -> list[dict[str, Any]]:
     for group, start, end in cls.comm_spans:
         events.append({"ph": "X", "name": f"{group} collective", "cat": group, "pid": pid,
                        "tid": tid, "ts": start * 1e6, "dur": (end - start) * 1e6})
+    return events
+
+
+MEMORY_TRACKS = {"hbm": "HBM", "lpddr": "LPDDR (host)", "host_ddr": "host DDR",
+                 "managed": "managed (unified memory)"}
+
+
+def _memory_counters(cls: ClassTimeline, pid: int) -> list[dict[str, Any]]:
+    """One counter track per memory tier the class allocates in: the bytes in use by one GPU
+    of the class, replayed from its memory events at the simulated end of their ops (static
+    buffers from the start), as the run's memory peaks are."""
+    by_tier: dict[str, dict[float, float]] = {}
+    for event in cls.rank_class.memory:
+        when = cls.end_of.get(event.op, 0.0) if event.op >= 0 else 0.0
+        changes = by_tier.setdefault(event.tier, {})
+        changes[when] = changes.get(when, 0.0) + event.bytes
+    events: list[dict[str, Any]] = []
+    for tier in sorted(by_tier, key=lambda t: (list(MEMORY_TRACKS).index(t)
+                                                if t in MEMORY_TRACKS else 99, t)):
+        name = f"memory {MEMORY_TRACKS.get(tier, tier)} (GiB)"
+        live = 0.0
+        for when, change in sorted(by_tier[tier].items()):
+            live += change
+            events.append({"ph": "C", "name": name, "pid": pid, "ts": when * 1e6,
+                           "args": {"GiB": round(max(live, 0.0) / 2**30, 6)}})
     return events
 
 
@@ -69,5 +95,6 @@ def chrome_trace(timeline: Timeline) -> dict[str, Any]:
                            "tid": tids[span.stream], "ts": span.start * 1e6,
                            "dur": (span.end - span.start) * 1e6, "args": args})
         events.extend(_comm_track(cls, pid, len(tids)))
+        events.extend(_memory_counters(cls, pid))
     events.extend(_link_counters(timeline, len(timeline.classes)))
     return {"traceEvents": events, "displayTimeUnit": "ms"}

@@ -8,11 +8,17 @@ from ghsim.config import Scenario
 from ghsim.config.schema import DocumentSpec, HardwareSpec, MemorySpec, ModelSpec, SystemSpec
 from ghsim.config.schema.hardware import HOST_LINK_USES, MEMORY_USES
 from ghsim.config.schema.validation import ValidationPointsSpec
+from ghsim.engine.simulate import (
+    memory_capacities,
+    memory_placement,
+    records_memory,
+    scenario_workload,
+)
+from ghsim.errors import LimitError
 from ghsim.hardware import SystemGraph, SystemTotals, build_graph, system_totals
 from ghsim.version import __version__
 from ghsim.workload import model_flops_per_token, parameter_count
 from ghsim.workload.lower import lower
-from ghsim.workload.states import model_state_bytes
 from ghsim.workload.summary import workload_view
 
 SEQ_LENS = (2048, 4096, 8192)
@@ -83,11 +89,28 @@ def model_view(model: ModelSpec, seq_len: int = 2048) -> dict[str, Any]:
     }
 
 
+def memory_view(scenario: Scenario) -> dict[str, Any]:
+    """Per memory tier, per GPU: capacity, the model states placed there and the peak in
+    program order, from the workload ``ghsim run`` simulates (the same placement, offload
+    included). ``tracked`` is False for a workload without allocations (a replayed trace)."""
+    capacities = memory_capacities(scenario.spec, scenario.layout.gpus_per_node)
+    try:
+        workload = scenario_workload(scenario)
+    except LimitError as error:
+        return {"tracked": False, "why": error.message, "capacity_bytes": capacities}
+    if not records_memory(workload):
+        return {"tracked": False, "why": "the workload records no allocations",
+                "capacity_bytes": capacities}
+    placement = memory_placement(workload, list(capacities))
+    return {"tracked": True, "capacity_bytes": capacities,
+            "tiers": {tier: {**placement[tier], "capacity": capacities[tier]}
+                      for tier in capacities}}
+
+
 def scenario_view(scenario: Scenario) -> dict[str, Any]:
     spec, layout = scenario.spec, scenario.layout
     graph = build_graph(spec.system, spec.num_gpus)
     per_token = model_flops_per_token(spec.model, spec.training.seq_len)
-    states = model_state_bytes(spec, layout.dp)
     gpu = spec.system.node.gpu.gpu
     assert gpu is not None
     return {
@@ -105,8 +128,7 @@ def scenario_view(scenario: Scenario) -> dict[str, Any]:
         "model_flops_per_token": per_token,
         "tokens_per_step": layout.tokens_per_step,
         "model_flops_per_step": per_token * layout.tokens_per_step,
-        "memory_per_gpu_bytes": {"weights": states.weights, "gradients": states.gradients,
-                                 "optimizer": states.optimizer, "model_states": states.total},
+        "memory_per_gpu": memory_view(scenario),
         "hbm_capacity_bytes": gpu.memory.capacity_bytes,
         "totals": totals_view(system_totals(graph)),
         "digest": scenario.digest(), "ghsim_version": __version__,

@@ -6,7 +6,7 @@ from typing import Any
 
 from ghsim.config import Scenario
 from ghsim.config.sweep import Point
-from ghsim.engine.result import Result
+from ghsim.engine.result import Result, memory_tracked, tiers_short
 
 
 def empty_record(point: Point) -> dict[str, Any]:
@@ -14,20 +14,35 @@ def empty_record(point: Point) -> dict[str, Any]:
             "overrides": {key: value for key, value in point.overrides},
             "step_time_s": None, "tokens_per_s": None, "tokens_per_s_per_gpu": None,
             "model_tflops_per_gpu": None, "mfu": None, "fits": None, "hbm_peak_bytes": None,
-            "hbm_capacity_bytes": None, "bottleneck": None, "breakdown_s": None,
-            "digest": None, "error": None, "skipped": None, "cached": False}
+            "hbm_capacity_bytes": None, "does_not_fit": None, "h2d_bytes": None,
+            "d2h_bytes": None, "host_link_utilization": None, "bottleneck": None,
+            "breakdown_s": None, "digest": None, "cache_key": None, "error": None,
+            "skipped": None, "cached": False}
+
+
+NUMBERS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
+           "hbm_peak_bytes", "hbm_capacity_bytes", "h2d_bytes", "d2h_bytes",
+           "host_link_utilization")
+"""The fields of a record that are a number or None."""
 
 
 def result_record(point: Point, scenario: Scenario, result: Result) -> dict[str, Any]:
-    """The record of a simulated point."""
+    """The record of a simulated point (an :class:`InputError` if a number is not finite)."""
+    result.check_finite()
     record = empty_record(point)
     hbm = result.memory.get("hbm", {})
+    host = result.host
+    tracked = memory_tracked(result.memory)
     record.update(
         step_time_s=result.step_time_s, tokens_per_s=result.tokens_per_s,
         tokens_per_s_per_gpu=result.tokens_per_s_per_gpu,
         model_tflops_per_gpu=result.model_tflops_per_gpu, mfu=result.mfu,
         fits=result.memory.get("fits"), hbm_peak_bytes=hbm.get("peak_bytes"),
         hbm_capacity_bytes=hbm.get("capacity_bytes"),
+        does_not_fit="+".join(tiers_short(result.memory)) if tracked else None,
+        h2d_bytes=host.get("h2d_bytes"), d2h_bytes=host.get("d2h_bytes"),
+        host_link_utilization=max(host.get("h2d_utilization", 0.0),
+                                  host.get("d2h_utilization", 0.0)),
         bottleneck=result.bottleneck["resource"], breakdown_s=result.breakdown_s,
         digest=scenario.digest(),
     )

@@ -15,19 +15,22 @@ all-gathered at the start of the next step, overlapped with its forward pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from ghsim.config import Scenario
-from ghsim.config.layout import layers_per_virtual_stage
+from ghsim.config.api import blame
+from ghsim.config.layout import LayoutProblem, layers_per_virtual_stage
+from ghsim.errors import LimitError
+from ghsim.limits import MAX_SIMULATED_KERNELS, MAX_SIMULATED_OPS
 from ghsim.workload import kernels as K
 from ghsim.workload.activations import head_activation_bytes, layer_activation_bytes
-from ghsim.workload.ir import Kernel, MemoryEvent, Op, RankClass, Step, Workload, check_dag
+from ghsim.workload.ir import Kernel, RankClass, Step, Workload, check_dag
 from ghsim.workload.modelsize import model_flops_per_token, parameter_count
-from ghsim.workload.offload import offload_policy
+from ghsim.workload.offload import POLICIES, offload_policy
 from ghsim.workload.placement import place_groups
 from ghsim.workload.schedule import Pass, pipeline_order
 from ghsim.workload.shapes import LayerShapes, layer_shapes
+from ghsim.workload.stage import Chunk, OpBuilder
 from ghsim.workload.states import BYTES_PER_PARAM
 
 ADAM_BYTES_PER_PARAM = 28
@@ -35,47 +38,7 @@ ADAM_BYTES_PER_PARAM = 28
 variance (12), write those three (12) and the BF16 weight (2)."""
 
 
-@dataclass
-class _Chunk:
-    """One model chunk of a pipeline stage."""
-
-    index: int
-    virtual_stage: int
-    layers: int
-    first: bool
-    last: bool
-    params: float
-    """Parameters of this chunk on one rank (divided by tp)."""
-
-
-@dataclass
-class _Builder:
-    """Appends ops to one rank class, chaining each op to the previous op on its stream."""
-
-    ops: list[Op] = field(default_factory=list)
-    memory: list[MemoryEvent] = field(default_factory=list)
-    managed: bool = False
-    tails: dict[str, int] = field(default_factory=dict)
-
-    def add(self, kind: str, name: str, stream: str, deps: tuple[int, ...] = (),
-            body: tuple[Step, ...] = (), nbytes: float = 0.0, **attrs: Any) -> int:
-        op_id = len(self.ops)
-        chain = (self.tails[stream],) if stream in self.tails else ()
-        all_deps = tuple(sorted({*chain, *(d for d in deps if d >= 0)}))
-        self.ops.append(Op(op_id, kind, name, stream, all_deps, body, nbytes,  # type: ignore[arg-type]
-                           attrs=attrs))
-        self.tails[stream] = op_id
-        return op_id
-
-    def alloc(self, op: int, buffer: str, category: str, nbytes: float,
-              tier: str = "hbm") -> None:
-        if nbytes:
-            if self.managed and tier == "hbm" and not buffer.startswith("managed."):
-                tier = "managed"  # the page model accounts for HBM
-            self.memory.append(MemoryEvent(op, buffer, category, tier, nbytes))  # type: ignore[arg-type]
-
-
-def _chunks(scenario: Scenario, stage: int) -> list[_Chunk]:
+def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
     spec, layout = scenario.spec, scenario.layout
     count = parameter_count(spec.model)
     total_virtual = layout.pp * layout.vp
@@ -90,16 +53,16 @@ def _chunks(scenario: Scenario, stage: int) -> list[_Chunk]:
         if last:
             output = count.output or (count.embedding if layout.pp > 1 else 0)
             params += output + count.final_norm
-        chunks.append(_Chunk(c, v, per_chunk, first, last, params / layout.tp))
+        chunks.append(Chunk(c, v, per_chunk, first, last, params / layout.tp))
     return chunks
 
 
-def _forward_body(chunk: _Chunk, s: LayerShapes) -> tuple[Step, ...]:
+def _forward_body(chunk: Chunk, s: LayerShapes) -> tuple[Step, ...]:
     """The chunk's whole forward pass as one body."""
     return _forward_bodies(chunk, s, [chunk.layers])[0]
 
 
-def _forward_bodies(chunk: _Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
+def _forward_bodies(chunk: Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
     """The chunk's forward pass, split into one body per parameter bucket (first layers first)."""
     layer = K.layer_forward(s)
     bodies = []
@@ -111,7 +74,7 @@ def _forward_bodies(chunk: _Chunk, s: LayerShapes, buckets: list[int]) -> list[t
     return bodies
 
 
-def _backward_bodies(chunk: _Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
+def _backward_bodies(chunk: Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
     """The chunk's backward pass, split into one body per gradient bucket (last layers first)."""
     layer = K.layer_backward(s)
     bodies = []
@@ -123,7 +86,7 @@ def _backward_bodies(chunk: _Chunk, s: LayerShapes, buckets: list[int]) -> list[
     return bodies
 
 
-def _buckets(chunk: _Chunk, per_layer_params: float, bucket_params: float) -> list[int]:
+def _buckets(chunk: Chunk, per_layer_params: float, bucket_params: float) -> list[int]:
     """Layers per gradient bucket, in backward order."""
     if chunk.layers == 0:
         return [0]
@@ -135,7 +98,8 @@ def _buckets(chunk: _Chunk, per_layer_params: float, bucket_params: float) -> li
 
 
 class _StageLowering:
-    """Lowers one pipeline stage."""
+    """Lowers one pipeline stage (the :class:`~ghsim.workload.stage.StageLowering` that offload
+    policies see)."""
 
     def __init__(self, scenario: Scenario, stage: int) -> None:
         self.scenario = scenario
@@ -144,9 +108,9 @@ class _StageLowering:
         self.stage = stage
         self.shapes = layer_shapes(scenario.spec, scenario.layout)
         self.chunks = _chunks(scenario, stage)
-        self.b = _Builder()
+        self.b = OpBuilder()
         w, g, o = BYTES_PER_PARAM[scenario.spec.training.precision]
-        self.state_bytes = (w, g, o)
+        self.state_bytes: tuple[float, float, float] = (w, g, o)
         self.per_layer_params = parameter_count(scenario.spec.model).per_layer / self.layout.tp
         self.bucket_size = max(40e6, 1e6 * self.layout.dp)
         self.grad_ops: list[int] = []
@@ -196,7 +160,7 @@ class _StageLowering:
             self.b.alloc(-1, category, category, nbytes * (1 - host))
             self.b.alloc(-1, f"{category}.host", category, nbytes * host, self.policy.host_tier)
 
-    def gather_params(self, chunk: _Chunk, tag: str, params: float | None = None) -> int:
+    def gather_params(self, chunk: Chunk, tag: str, params: float | None = None) -> int:
         """A data-parallel all-gather of the chunk's (or a bucket's) updated weights."""
         if self.zero == 0 or self.layout.dp == 1:
             return -1
@@ -208,7 +172,7 @@ class _StageLowering:
             self.b.alloc(op, f"gathered.c{chunk.index}", "workspace", nbytes)
         return op
 
-    def forward(self, p: Pass, chunk: _Chunk) -> None:
+    def forward(self, p: Pass, chunk: Chunk) -> None:
         deps = []
         if not chunk.first:
             deps.append(self.b.add("recv", f"recv_act.mb{p.microbatch}.c{chunk.index}", "pp_recv",
@@ -249,7 +213,7 @@ class _StageLowering:
                        nbytes=self._boundary_bytes(), peer_stage=self.next_stage,
                        tag=("act", p.microbatch, chunk.virtual_stage + 1))
 
-    def backward(self, p: Pass, chunk: _Chunk, final: bool) -> None:
+    def backward(self, p: Pass, chunk: Chunk, final: bool) -> None:
         deps = []
         if not chunk.last:
             deps.append(self.b.add("recv", f"recv_grad.mb{p.microbatch}.c{chunk.index}",
@@ -288,11 +252,11 @@ class _StageLowering:
                        nbytes=self._boundary_bytes(), peer_stage=self.previous_stage,
                        tag=("grad", p.microbatch, chunk.virtual_stage - 1))
 
-    def buckets(self, chunk: _Chunk) -> list[int]:
+    def buckets(self, chunk: Chunk) -> list[int]:
         """Layers per gradient (and weight) bucket of a chunk, in backward order."""
         return _buckets(chunk, self.per_layer_params, self.bucket_size)
 
-    def bucket_params(self, chunk: _Chunk, layers: int, index: int, buckets: int) -> float:
+    def bucket_params(self, chunk: Chunk, layers: int, index: int, buckets: int) -> float:
         """Parameters whose gradients bucket ``index`` holds (the head's go with the first
         bucket, the embedding's with the last, as the backward pass produces them)."""
         count = parameter_count(self.scenario.spec.model)
@@ -305,7 +269,7 @@ class _StageLowering:
             params += count.embedding / tp
         return params
 
-    def reduce_gradients(self, chunk: _Chunk, layers: int, index: int, buckets: int,
+    def reduce_gradients(self, chunk: Chunk, layers: int, index: int, buckets: int,
                          after: int) -> int:
         """Reduce one bucket's gradients over the data-parallel group."""
         if self.layout.dp == 1:
@@ -366,8 +330,73 @@ class _StageLowering:
                          self.b.memory, place_groups(self.layout, first_rank), first_rank)
 
 
+@dataclass(frozen=True)
+class WorkEstimate:
+    """How much a lowered step holds, estimated from the layout before anything is built."""
+
+    ops: int
+    """Operations over all rank classes (an upper estimate: within a few times the count)."""
+    kernels: int
+    """Kernels in the bodies of all compute operations."""
+    layers_per_chunk: int
+    per_layer: bool
+    """The offload strategy emits one compute op per layer."""
+
+
+def estimate_work(scenario: Scenario) -> WorkEstimate:
+    """Ops and kernels :func:`lower` would build for ``scenario``, in microseconds: per stage,
+    each micro-batch's forward and backward pass of each model chunk is a compute op (one per
+    layer with a streaming offload strategy, each with its copies or page migrations) with its
+    pipeline receive and send, and each chunk's last backward pass adds one gradient bucket
+    (and weight gather) per layer at most."""
+    layout, spec = scenario.layout, scenario.spec
+    layers = -(-spec.model.layers // (layout.pp * layout.vp))
+    per_layer = POLICIES[spec.offload.strategy].per_layer
+    passes = 2 * layout.micro_batches * layout.vp
+    units = 3 * layers if per_layer else 1
+    ops = layout.pp * (passes * (units + 3) + 4 * layout.vp * (layers + 1) + 16)
+    shapes = layer_shapes(spec, layout)
+    per_layer_kernels = len(K.layer_forward(shapes)) + len(K.layer_backward(shapes))
+    kernels = layout.pp * layout.micro_batches * layout.vp * layers * per_layer_kernels
+    return WorkEstimate(ops, kernels, layers, per_layer)
+
+
+def check_work(scenario: Scenario) -> WorkEstimate:
+    """Raise :class:`LimitError` when lowering ``scenario`` would build more ops or kernels than
+    :data:`~ghsim.limits.MAX_SIMULATED_OPS` or :data:`~ghsim.limits.MAX_SIMULATED_KERNELS`."""
+    work = estimate_work(scenario)
+    layout = scenario.layout
+    if work.ops <= MAX_SIMULATED_OPS and work.kernels <= MAX_SIMULATED_KERNELS:
+        return work
+    if work.ops > MAX_SIMULATED_OPS:
+        amount = f"about {work.ops:,} operations"
+        limit = f"{MAX_SIMULATED_OPS:,} (ghsim.limits.MAX_SIMULATED_OPS)"
+    else:
+        amount = f"about {work.kernels:,} kernels"
+        limit = f"{MAX_SIMULATED_KERNELS:,} (ghsim.limits.MAX_SIMULATED_KERNELS)"
+    factors = (f"{layout.pp} pipeline stage(s) x {layout.micro_batches:,} micro-batches x "
+               f"{layout.vp} chunk(s) x {work.layers_per_chunk:,} layers per chunk")
+    related: tuple[tuple[str | int, ...], ...] = (
+        ("training", "global_batch"), ("training", "micro_batch"), ("num_gpus",),
+        ("parallelism", "pp"), ("parallelism", "vp"), ("parallelism", "tp"),
+        ("parallelism", "cp"), ("parallelism", "dp"), ("model", "layers"), ("model",),
+        ("offload", "strategy"))
+    if layout.micro_batches >= work.layers_per_chunk:
+        path: tuple[str | int, ...] = ("training", "global_batch")
+        hint = "fewer micro-batches per step (a smaller global_batch, a larger micro_batch or dp)"
+    else:
+        path = ("model", "layers")
+        hint = "fewer layers per pipeline stage (fewer layers, a larger pp)"
+    message = (f"the step would simulate {amount} ({factors}), over ghsim's limit of {limit}; "
+               f"expected {hint}")
+    problem = LayoutProblem(path, message, tuple(r for r in related if r != path))
+    raise blame(problem, scenario.source, scenario.overrides, LimitError)
+
+
 def lower(scenario: Scenario) -> Workload:
-    """Lower ``scenario`` into its workload: one rank class per pipeline stage."""
+    """Lower ``scenario`` into its workload: one rank class per pipeline stage (refused with a
+    :class:`LimitError`, before anything is built, when it would be too large to simulate)."""
+    check_work(scenario)
     classes = [_StageLowering(scenario, stage).lower() for stage in range(scenario.layout.pp)]
     for rank_class in classes:
         check_dag(rank_class, scenario.source)

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from ghsim.config import Scenario
+from ghsim.config.api import blame
+from ghsim.config.layout import LayoutProblem
 from ghsim.errors import ConfigError
 from ghsim.workload.pages import PageTable
-
-if TYPE_CHECKING:
-    from ghsim.workload.lower import _Chunk, _StageLowering
+from ghsim.workload.stage import Chunk, StageLowering
 
 ADAM_CPU_FLOPS_PER_PARAM = 14.0
 """FP32 operations of one Adam update (two moment updates, bias corrections, square root,
@@ -70,36 +70,36 @@ class OffloadPolicy:
         """Share of a state category (weights, gradients, optimizer) kept in host memory."""
         return 0.0
 
-    def before_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+    def before_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                     buckets: list[int]) -> list[int]:
         """Ops the compute op of this pass (or layer) must wait for."""
         return []
 
-    def after_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+    def after_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                    buckets: list[int], op: int) -> None:
         """Work issued once the compute op ``op`` is done."""
 
-    def after_reduce(self, lw: _StageLowering, chunk: _Chunk, layers: int, index: int,
+    def after_reduce(self, lw: StageLowering, chunk: Chunk, layers: int, index: int,
                      buckets: int, reduced: int) -> None:
         """Work issued once a gradient bucket is reduced over data parallelism."""
 
-    def before_optimizer(self, lw: _StageLowering) -> list[int]:
+    def before_optimizer(self, lw: StageLowering) -> list[int]:
         """Ops the optimizer step must wait for."""
         return []
 
-    def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
+    def optimizer(self, lw: StageLowering, params: float, deps: tuple[int, ...]) -> None:
         """Host-side optimizer work for ``params`` parameters (the rank's shard)."""
 
     # -- helpers shared by the strategies ------------------------------------------------
 
-    def copy(self, lw: _StageLowering, name: str, direction: str, nbytes: float,
+    def copy(self, lw: StageLowering, name: str, direction: str, nbytes: float,
              deps: tuple[int, ...]) -> int:
         """A copy-engine copy between HBM and host memory on the ``h2d`` or ``d2h`` stream."""
         return lw.b.add("copy", name, direction, deps, nbytes=nbytes, direction=direction,
                         src="hbm" if direction == "d2h" else self.host_tier,
                         dst=self.host_tier if direction == "d2h" else "hbm")
 
-    def host_adam(self, lw: _StageLowering, name: str, params: float,
+    def host_adam(self, lw: StageLowering, name: str, params: float,
                   deps: tuple[int, ...], upload: bool = True) -> int:
         """Gradients down, Adam on the host CPU, updated BF16 weights up (if ``upload``)."""
         grad_bytes, weight_bytes = lw.state_bytes[1] * params, lw.state_bytes[0] * params
@@ -118,7 +118,7 @@ class OptimizerOffload(OffloadPolicy):
     def host_fraction(self, category: str) -> float:
         return self.spec.fraction if category == "optimizer" else 0.0
 
-    def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
+    def optimizer(self, lw: StageLowering, params: float, deps: tuple[int, ...]) -> None:
         self.host_adam(lw, "offload", params * self.spec.fraction, deps)
 
 
@@ -126,14 +126,14 @@ class OptimizerOffload(OffloadPolicy):
 class OverlappedOptimizerOffload(OptimizerOffload):
     """The host Adam step bucket by bucket, overlapped with the rest of the backward pass."""
 
-    def after_reduce(self, lw: _StageLowering, chunk: _Chunk, layers: int, index: int,
+    def after_reduce(self, lw: StageLowering, chunk: Chunk, layers: int, index: int,
                      buckets: int, reduced: int) -> None:
         params = lw.bucket_params(chunk, layers, index, buckets)
         shard = params / (lw.layout.dp if lw.zero >= 1 else 1)
         self.host_adam(lw, f"offload.c{chunk.index}.b{index}", shard * self.spec.fraction,
                        (reduced,))
 
-    def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
+    def optimizer(self, lw: StageLowering, params: float, deps: tuple[int, ...]) -> None:
         return  # every bucket was stepped as it was reduced
 
 
@@ -142,7 +142,7 @@ class _Streaming(OffloadPolicy):
 
     per_layer = True
 
-    def prefetch_after(self, lw: _StageLowering) -> tuple[int, ...]:
+    def prefetch_after(self, lw: StageLowering) -> tuple[int, ...]:
         """The compute op a prefetch may start after (``prefetch_layers`` ops back)."""
         ops = lw.compute_history
         back = self.spec.prefetch_layers + 1
@@ -158,7 +158,7 @@ class ActivationOffload(_Streaming):
         super().__init__(scenario)
         self.saved: dict[tuple[int, int, int], tuple[int, str, float]] = {}
 
-    def after_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+    def after_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                    buckets: list[int], op: int) -> None:
         lw.compute_history.append(op)
         if phase != "F":
@@ -170,7 +170,7 @@ class ActivationOffload(_Streaming):
         lw.b.alloc(down, f"{name}.host", "activations", moved, self.host_tier)
         self.saved[(mb, chunk.index, index)] = (down, name, moved)
 
-    def before_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+    def before_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                     buckets: list[int]) -> list[int]:
         if phase != "B":
             return []
@@ -190,10 +190,10 @@ class ParamOffload(_Streaming):
         return {"weights": self.spec.fraction, "gradients": self.spec.fraction,
                 "optimizer": 1.0}.get(category, 0.0)
 
-    def _layer_params(self, lw: _StageLowering, layers: int) -> float:
+    def _layer_params(self, lw: StageLowering, layers: int) -> float:
         return layers * lw.per_layer_params * self.spec.fraction
 
-    def before_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+    def before_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                     buckets: list[int]) -> list[int]:
         nbytes = self._layer_params(lw, buckets[index]) * lw.state_bytes[0]
         name = f"weights.{phase}.mb{mb}.c{chunk.index}.l{index}"
@@ -202,7 +202,7 @@ class ParamOffload(_Streaming):
         self.pending = (name, nbytes)
         return [up]
 
-    def after_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+    def after_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                    buckets: list[int], op: int) -> None:
         lw.compute_history.append(op)
         name, nbytes = self.pending
@@ -211,7 +211,7 @@ class ParamOffload(_Streaming):
             grads = self._layer_params(lw, buckets[index]) * lw.state_bytes[1]
             self.copy(lw, f"grads.mb{mb}.c{chunk.index}.l{index}.d2h", "d2h", grads, (op,))
 
-    def optimizer(self, lw: _StageLowering, params: float, deps: tuple[int, ...]) -> None:
+    def optimizer(self, lw: StageLowering, params: float, deps: tuple[int, ...]) -> None:
         # Gradients are already in host memory and weights stay there: Adam only.
         lw.b.add("cpu", "offload.adam", "cpu", (*deps, lw.b.tails.get("d2h", -1)),
                  nbytes=params * ADAM_CPU_BYTES_PER_PARAM,
@@ -239,10 +239,14 @@ class UnifiedMemory(_Streaming):
                               "is needed for offload.strategy unified_memory (with sources)")
         self.page_bytes = um.gpu_page_mib * 2**20
         self.batch = um.fault_batch_pages
-        self.pages = PageTable(self.page_bytes, int(gpu.memory.capacity_bytes // self.page_bytes))
+        where = blame(LayoutProblem(("system", "node", "gpu", "gpu", "unified_memory",
+                                     "gpu_page_mib"), ""),
+                      scenario.source, scenario.overrides)
+        self.pages = PageTable(self.page_bytes, int(gpu.memory.capacity_bytes // self.page_bytes),
+                               source=where.source, key=where.key_path)
         self.started = False
 
-    def _start(self, lw: _StageLowering) -> None:
+    def _start(self, lw: StageLowering) -> None:
         """Register the states, newest-touched (by the last optimizer step) in HBM."""
         self.started = True
         w, g, o = lw.state_bytes
@@ -265,7 +269,7 @@ class UnifiedMemory(_Streaming):
         self.layer_offset = {c.index: sum(x.layers for x in lw.chunks[: i])
                              for i, c in enumerate(lw.chunks)}
 
-    def _migrate(self, lw: _StageLowering, name: str, names: list[str]) -> list[int]:
+    def _migrate(self, lw: StageLowering, name: str, names: list[str]) -> list[int]:
         touch = self.pages.touch(names)
         if not touch.faulted and not touch.evicted:
             return []
@@ -277,7 +281,7 @@ class UnifiedMemory(_Streaming):
         lw.b.alloc(op, "managed.host", "weights", moved_out - moved_in, self.host_tier)
         return [op]
 
-    def before_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+    def before_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                     buckets: list[int]) -> list[int]:
         if not self.started:
             self._start(lw)
@@ -292,7 +296,7 @@ class UnifiedMemory(_Streaming):
             names = [f"w{layer}", f"g{layer}", act]
         return self._migrate(lw, f"migrate.{phase}.mb{mb}.l{layer}", names)
 
-    def after_pass(self, lw: _StageLowering, phase: str, mb: int, chunk: _Chunk, index: int,
+    def after_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                    buckets: list[int], op: int) -> None:
         lw.compute_history.append(op)
         if phase == "B":
@@ -300,7 +304,7 @@ class UnifiedMemory(_Streaming):
             freed = self.pages.release(f"a{mb}.{chunk.index}.{layer}")
             lw.b.alloc(op, "managed.hbm", "weights", -freed * self.page_bytes)
 
-    def before_optimizer(self, lw: _StageLowering) -> list[int]:
+    def before_optimizer(self, lw: StageLowering) -> list[int]:
         if not self.started:
             self._start(lw)
         deps: list[int] = []

@@ -1,5 +1,6 @@
-"""Exporting a simulated workload (lowered or imported) as Chakra traces, one per rank class,
-with the durations the simulation gave each op."""
+"""Exporting a simulated step (lowered or imported) as Chakra traces, one per rank class, with
+the durations the simulation gave each op (``ghsim run --chakra DIR``). A report of the engine's
+timeline, so it lives here and the importers never depend on the engine."""
 
 from __future__ import annotations
 

@@ -1,0 +1,465 @@
+"""Tiny scenarios whose step time, bytes and memory are worked out here, by hand.
+
+Nothing below calls ghsim's cost functions: the kernels of one layer, their FLOPs and bytes, the
+roofline, the copy rates and the bytes per parameter are written out from first principles and
+from the constants of the shipped hardware files (copied here, and checked against those files
+by the first test, so a changed constant fails there with its name rather than as a wrong time).
+ghsim only loads and simulates the scenario; these tests then say whether it got it right.
+
+The tiny model is one (or a few) GPT layers with MHA and a plain (non-gated) MLP: hidden
+h = 4096, 32 heads, ffn f = 16384, vocab V = 32768, no biases, RMSNorm, untied embeddings, BF16
+with Adam, flash attention, no dropout, no recomputation, on one GPU (no communication at all).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from ghsim.cli import main
+from ghsim.config import load_scenario
+from ghsim.engine.result import Result
+from ghsim.engine.simulate import simulate
+from tests.conftest import ROOT
+
+# -- the constants, from configs/hardware/*.yaml ----------------------------------------------
+
+GH200: dict[str, float] = {  # configs/hardware/gh200-96gb.yaml
+    "sms": 132, "clock_ghz": 1.83, "bf16_per_clock": 4096, "gemm_eff": 0.83,
+    "attention_eff": 0.577, "tile": 128, "k_half": 330, "reference_k": 2816, "launch_us": 3,
+    "hbm_gb_s": 4000, "stream_eff": 0.85, "elementwise_eff": 0.482,
+    "host_link_gb_s": 450, "h2d_eff": 0.8333, "d2h_eff": 0.66,
+}
+H100: dict[str, float] = {  # configs/hardware/h100-sxm5-80gb.yaml
+    "sms": 132, "clock_ghz": 1.83, "bf16_per_clock": 4096, "gemm_eff": 0.8,
+    "attention_eff": 0.577, "tile": 128, "k_half": 330, "reference_k": 2816, "launch_us": 3,
+    "hbm_gb_s": 3350, "stream_eff": 0.8501, "elementwise_eff": 0.4818,
+    "host_link_gb_s": 64, "h2d_eff": 0.8652, "d2h_eff": 0.8625, "overlap_slowdown": 0.189,
+}
+GRACE: dict[str, float] = {  # configs/hardware/grace.yaml
+    "lpddr_gb_s": 512, "lpddr_stream_eff": 0.5996,
+}
+YAML_KEYS = {  # our name -> the key path in the hardware file
+    "sms": "gpu.compute.sms", "clock_ghz": "gpu.compute.clock_ghz",
+    "bf16_per_clock": "gpu.compute.flops_per_clock_per_sm.bf16",
+    "gemm_eff": "gpu.compute.gemm_efficiency.bf16",
+    "attention_eff": "gpu.compute.attention_efficiency.bf16",
+    "k_half": "gpu.compute.gemm_k_half", "reference_k": "gpu.compute.gemm_reference_k",
+    "launch_us": "gpu.compute.kernel_launch_us", "hbm_gb_s": "gpu.memory.peak_bandwidth_gb_s",
+    "stream_eff": "gpu.memory.stream_efficiency",
+    "elementwise_eff": "gpu.memory.elementwise_efficiency",
+    "host_link_gb_s": "gpu.host_link.bandwidth_gb_s",
+    "h2d_eff": "gpu.host_link.h2d_copy_efficiency",
+    "d2h_eff": "gpu.host_link.d2h_copy_efficiency",
+    "overlap_slowdown": "gpu.compute.comm_overlap_slowdown",
+    "lpddr_gb_s": "cpu.memory.peak_bandwidth_gb_s",
+    "lpddr_stream_eff": "cpu.memory.stream_efficiency",
+}
+PARTS = {"gh200-96gb": GH200, "h100-sxm5-80gb": H100, "grace": GRACE}
+SYSTEM_GPU = {"gh200-single": GH200, "dgx-h100": H100}
+GB = 1e9
+
+# -- the tiny model -----------------------------------------------------------------------------
+
+H, HEADS, F, V = 4096, 32, 16384, 32768
+PER_LAYER = 4 * H * H + 2 * H * F + 2 * H  # QKV + projection, up + down, two RMSNorm weights
+EMBEDDING = OUTPUT = V * H
+FINAL_NORM = H
+
+
+def tiny(system: str = "gh200-single", layers: int = 1, seq_len: int = 2048,
+         micro_batches: int = 1, *extra: str) -> list[str]:
+    return [f"system={system}", "num_gpus=1", f"model.layers={layers}", f"model.hidden={H}",
+            f"model.heads={HEADS}", f"model.kv_heads={HEADS}", f"model.ffn_hidden={F}",
+            f"model.vocab={V}", "model.gated_mlp=false", "model.norm=rmsnorm",
+            "model.tied_embeddings=false", "model.dropout=0", f"training.seq_len={seq_len}",
+            "training.micro_batch=1", f"training.global_batch={micro_batches}",
+            "training.precision=bf16", "training.attention=flash",
+            "parallelism.recompute=none", "offload.strategy=none", *extra]
+
+
+def run(overrides: list[str]) -> Result:
+    return simulate(load_scenario("llama3-8b-gh200", overrides))
+
+
+def params(layers: int) -> int:
+    return layers * PER_LAYER + EMBEDDING + OUTPUT + FINAL_NORM
+
+
+# -- the roofline, by hand ----------------------------------------------------------------------
+
+class Gpu:
+    """Kernel times from a part's constants: GEMMs at peak x efficiency x wave x K efficiency
+    (or HBM-bound at STREAM), flash attention at peak x its efficiency, element-wise kernels at
+    the element-wise fraction of HBM; each kernel pays the launch gap."""
+
+    def __init__(self, c: dict[str, float]) -> None:
+        self.c = c
+        self.peak = c["bf16_per_clock"] * c["sms"] * c["clock_ghz"] * GB
+        self.stream = c["hbm_gb_s"] * GB * c["stream_eff"]
+        self.elementwise = c["hbm_gb_s"] * GB * c["elementwise_eff"]
+        self.launch = c["launch_us"] * 1e-6
+
+    def wave(self, m: int, n: int) -> float:
+        tile, sms = self.c["tile"], self.c["sms"]
+        tiles = math.ceil(m / tile) * math.ceil(n / tile)
+        waves = math.ceil(tiles / sms)
+        return m * n / (waves * sms * tile * tile)
+
+    def k_eff(self, k: int) -> float:
+        half = self.c["k_half"]
+        return min(1.0, (k / (k + half)) / (self.c["reference_k"] / (self.c["reference_k"] + half)))
+
+    def gemm(self, m: int, n: int, k: int) -> float:
+        """(m x k) @ (k x n) in BF16: reads both operands, writes the output."""
+        flops = 2 * m * n * k
+        nbytes = 2 * (m * k + k * n + m * n)
+        rate = self.peak * self.c["gemm_eff"] * self.wave(m, n) * self.k_eff(k)
+        return max(flops / rate, nbytes / self.stream) + self.launch
+
+    def gemm_fwd_bwd(self, m: int, n: int, k: int) -> float:
+        """Forward, data gradient (m x n) @ (n x k) and weight gradient (k x m) @ (m x n)."""
+        return self.gemm(m, n, k) + self.gemm(m, k, n) + self.gemm(k, n, m)
+
+    def flash(self, flops: float, nbytes: float) -> float:
+        return max(flops / (self.peak * self.c["attention_eff"]), nbytes / self.stream) \
+            + self.launch
+
+    def memory_bound(self, nbytes: float) -> float:
+        return nbytes / self.elementwise + self.launch
+
+
+E = 2  # BF16 bytes of an activation element
+
+
+def layer_gemms(t: int) -> list[tuple[int, int, int]]:
+    """(m, n, k) of a layer's GEMMs: QKV (t x 3h x h), projection (t x h x h), MLP up
+    (t x f x h) and down (t x h x f)."""
+    return [(t, 3 * H, H), (t, H, H), (t, F, H), (t, H, F)]
+
+
+def flash_work(t: int) -> tuple[float, float]:
+    """Flash attention's forward FLOPs, 4 t s (heads x head_dim) for the scores and the
+    weighted sum (s = t here), and its bytes: it reads Q, K and V and writes the output."""
+    return 4.0 * t * t * H, (3 * t * H + t * H) * E
+
+
+def layer_elementwise(t: int) -> list[int]:
+    """Forward bytes (read + write) of a layer's element-wise kernels: two norms, RoPE on Q and
+    K, two residual adds (two reads each), the MLP activation."""
+    return [2 * t * H * E, 2 * t * H * E, 2 * t * 2 * H * E, 3 * t * H * E, 3 * t * H * E,
+            2 * t * F * E]
+
+
+def layer_forward_s(gpu: Gpu, t: int) -> dict[str, float]:
+    flops, nbytes = flash_work(t)
+    return {"gemm": sum(gpu.gemm(*g) for g in layer_gemms(t)),
+            "attention": gpu.flash(flops, nbytes),
+            "elementwise": sum(gpu.memory_bound(b) for b in layer_elementwise(t))}
+
+
+def layer_backward_s(gpu: Gpu, t: int) -> dict[str, float]:
+    """Each GEMM's data and weight gradients; flash attention's backward at twice its forward
+    work and traffic; each element-wise kernel's backward at 1.5 times its bytes."""
+    flops, nbytes = flash_work(t)
+    return {"gemm": sum(gpu.gemm(m, k, n) + gpu.gemm(k, n, m) for m, n, k in layer_gemms(t)),
+            "attention": gpu.flash(2 * flops, 2 * nbytes),
+            "elementwise": sum(gpu.memory_bound(1.5 * b) for b in layer_elementwise(t))}
+
+
+def micro_batch_s(gpu: Gpu, t: int, layers: int, recompute: str = "none"
+                  ) -> dict[str, float]:
+    """Seconds of one micro-batch's forward and backward pass of the tiny model, by kind."""
+    forward, backward = layer_forward_s(gpu, t), layer_backward_s(gpu, t)
+    parts = {kind: layers * (forward[kind] + backward[kind]) for kind in forward}
+    parts["gemm"] += gpu.gemm_fwd_bwd(t, V, H)  # the logits (t x V x h)
+    # Embedding (lookup, then a backward reading two), final norm (the same), and the loss over
+    # FP32 logits (reads BF16, writes FP32) forward and backward.
+    for nbytes in (2 * t * H * E, 3 * t * H * E, 2 * t * H * E, 3 * t * H * E,
+                   t * V * (E + 4), t * V * (E + 4)):
+        parts["elementwise"] += gpu.memory_bound(nbytes)
+    # full recomputation: the layer's whole forward again before its backward
+    parts["recompute"] = layers * sum(forward.values()) if recompute == "full" else 0.0
+    return parts
+
+
+def adam_s(gpu: Gpu, n_params: int) -> float:
+    """Adam on the GPU: reads the BF16 gradient and the FP32 master weight, momentum and
+    variance, writes those three and the BF16 weight: 2 + 12 + 12 + 2 = 28 bytes a parameter."""
+    return gpu.memory_bound(28 * n_params)
+
+
+# -- the tests ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_the_constants_here_are_the_shipped_ones(part: str) -> None:
+    document = yaml.safe_load((ROOT / "configs" / "hardware" / f"{part}.yaml").read_text())
+    for name, expected in PARTS[part].items():
+        if name == "tile":
+            assert document["gpu"]["compute"]["gemm_tile"] == [expected, expected]
+            continue
+        value = document
+        for key in YAML_KEYS[name].split("."):
+            value = value[key]
+        assert value == expected, f"{part}: {YAML_KEYS[name]}"
+
+
+def test_the_wave_and_k_efficiencies_of_three_gemms_by_hand() -> None:
+    """The formulas of the class above on numbers worked out on paper (128 x 128 tiles, 132
+    SMs): so that ``Gpu`` itself is checked, not only ghsim against it."""
+    gpu = Gpu(GH200)
+    # QKV at t = 2048: 16 x 96 = 1536 tiles in ceil(1536 / 132) = 12 waves of 132
+    assert gpu.wave(2048, 3 * H) == pytest.approx(1536 / 1584)
+    # 128 tokens: one row of 96 tiles in one wave of 132
+    assert gpu.wave(128, 3 * H) == pytest.approx(96 / 132)
+    assert gpu.k_eff(4096) == 1.0
+    assert gpu.k_eff(2048) == pytest.approx((2048 / 2378) / (2816 / 3146))
+    assert gpu.peak == pytest.approx(989.4e12, rel=1e-4)
+
+
+@pytest.mark.parametrize(("system", "seq_len", "micro_batches"), [
+    ("gh200-single", 2048, 4),   # compute-bound GEMMs; weight-gradient GEMMs at K = 2048 < 2816
+    ("gh200-single", 128, 2),    # 128 tokens: most GEMMs are bound by HBM (weights dominate)
+    ("dgx-h100", 2048, 2),
+])
+def test_one_layer_step_on_one_gpu_by_hand(system: str, seq_len: int, micro_batches: int) -> None:
+    """No communication: the step is the kernels of every micro-batch back to back, then Adam."""
+    gpu = Gpu(SYSTEM_GPU[system])
+    result = run(tiny(system, 1, seq_len, micro_batches))
+    mb = micro_batch_s(gpu, seq_len, 1)
+    compute = result.compute_breakdown_s
+    for kind in ("gemm", "attention", "elementwise"):
+        assert compute[kind] == pytest.approx(micro_batches * mb[kind], rel=1e-6), kind
+    assert compute["optimizer"] == pytest.approx(adam_s(gpu, params(1)), rel=1e-6)
+    expected = micro_batches * sum(mb.values()) + adam_s(gpu, params(1))
+    assert result.step_time_s == pytest.approx(expected, rel=1e-6)
+    assert result.breakdown_s["compute"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_memory_bound_gemm_is_timed_by_its_bytes() -> None:
+    """At 128 tokens the QKV GEMM reads a 4096 x 12288 BF16 weight (100.7 MB): 29.6 us at
+    3.4 TB/s, longer than its 12.9 GFLOP at 989.4 x 0.83 x 96/132 TFLOP/s (21.6 us)."""
+    gpu = Gpu(GH200)
+    weight_s = 2 * (128 * H + H * 3 * H + 128 * 3 * H) / (4000e9 * 0.85)
+    assert gpu.gemm(128, 3 * H, H) == pytest.approx(weight_s + 3e-6)
+    assert weight_s > 2 * 128 * 3 * H * H / (989.4e12 * 0.83 * 96 / 132)
+
+
+def test_full_recompute_redoes_the_forward_pass_by_hand() -> None:
+    gpu = Gpu(GH200)
+    layers, m = 2, 2
+    result = run(tiny("gh200-single", layers, 2048, m, "parallelism.recompute=full"))
+    mb = micro_batch_s(gpu, 2048, layers, "full")
+    assert result.compute_breakdown_s["recompute"] == pytest.approx(m * mb["recompute"],
+                                                                    rel=1e-6)
+    expected = m * sum(mb.values()) + adam_s(gpu, params(layers))
+    assert result.step_time_s == pytest.approx(expected, rel=1e-6)
+
+
+def test_optimizer_offload_copies_and_host_adam_by_hand() -> None:
+    """ZeRO-Offload on one GH200: the BF16 gradients (2 B a parameter) go down over C2C at
+    450 x 0.66 = 297 GB/s, Grace runs Adam streaming 28 B a parameter at its STREAM rate
+    (512 x 0.5996 = 307 GB/s), and the BF16 weights (2 B a parameter) come up at
+    450 x 0.8333 = 375 GB/s; all after the backward pass, one after the other."""
+    n = params(1)
+    assert n == 469_774_336
+    result = run(tiny("gh200-single", 1, 2048, 2, "offload.strategy=optimizer"))
+    assert result.timeline is not None
+    (cls,) = result.timeline.classes
+    spans = {cls.rank_class.ops[s.op].name: s.end - s.start for s in cls.spans}
+    down = 2 * n / (GH200["host_link_gb_s"] * GB * GH200["d2h_eff"])
+    host = 28 * n / (GRACE["lpddr_gb_s"] * GB * GRACE["lpddr_stream_eff"])
+    up = 2 * n / (GH200["host_link_gb_s"] * GB * GH200["h2d_eff"])
+    assert spans["offload.grads_d2h"] == pytest.approx(down, rel=1e-6)
+    assert spans["offload.adam"] == pytest.approx(host, rel=1e-6)
+    assert spans["offload.weights_h2d"] == pytest.approx(up, rel=1e-6)
+    assert result.host["h2d_bytes"] == pytest.approx(2 * n)
+    assert result.host["d2h_bytes"] == pytest.approx(2 * n)
+    mb = micro_batch_s(Gpu(GH200), 2048, 1)
+    assert "optimizer.adam" not in spans  # nothing of the optimizer is left on the GPU
+    assert result.step_time_s == pytest.approx(2 * sum(mb.values()) + down + host + up,
+                                               rel=1e-6)
+    assert result.breakdown_s["offload"] == pytest.approx(down + up, rel=1e-6)
+    assert result.breakdown_s["cpu"] == pytest.approx(host, rel=1e-6)
+
+
+@pytest.mark.parametrize(("operation", "link", "kind"), [
+    ("h2d_copy", "n0.cpu0>n0.gpu0", "c2c_h2d"),
+    ("d2h_copy", "n0.gpu0>n0.cpu0", "c2c_d2h"),
+])
+def test_a_copy_crosses_the_host_link_in_its_own_direction(operation: str, link: str,
+                                                           kind: str) -> None:
+    """16 GiB copied one way crosses only that direction of NVLink-C2C, at its measured rate."""
+    scenario = load_scenario("configs/scenarios/microbench/gh200-h2d-copy.yaml",
+                             [f"microbenchmark.operation={operation}"])
+    result = simulate(scenario)
+    assert result.timeline is not None and result.timeline.network is not None
+    usage = result.timeline.network.usage
+    carried = {name: u.bytes for name, u in usage.items() if u.bytes > 0}
+    assert carried[link] == pytest.approx(16 * 2**30)
+    assert usage[link].kind == kind
+    other = ">".join(reversed(link.split(">")))
+    assert carried.get(other, 0.0) == 0.0
+    eff = GH200["h2d_eff"] if operation == "h2d_copy" else GH200["d2h_eff"]
+    assert result.step_time_s == pytest.approx(16 * 2**30 / (450 * GB * eff), rel=1e-6)
+
+
+def _layer_activations(t: int, recompute: str = "none") -> int:
+    """Bytes one layer keeps for its backward pass (Korthikanti et al. 2022, flash attention,
+    no dropout): the norm input, the QKV input, Q, K and V, the attention output and one FP32
+    log-sum-exp per head and query; the MLP's norm input, up input, activation input and down
+    input. With full recomputation only the layer's input."""
+    e = E
+    if recompute == "full":
+        return t * H * e
+    attention = t * H * e + t * H * e + 3 * t * H * e + t * H * e + HEADS * t * 4
+    mlp = t * H * e + t * H * e + t * F * e + t * F * e
+    return attention + mlp
+
+
+def _head_activations(t: int) -> int:
+    return t * H * 2 + t * V * 4  # final norm input, FP32 logits
+
+
+@pytest.mark.parametrize(("layers", "recompute"), [(1, "none"), (3, "none"), (3, "full")])
+def test_hbm_peak_of_a_tiny_model_by_hand(layers: int, recompute: str) -> None:
+    """Weights 2 + gradients 2 + Adam 12 (FP32 master, momentum, variance) = 16 B a parameter,
+    plus one micro-batch's activations (no pipeline: each micro-batch's backward frees them
+    before the next forward)."""
+    result = run(tiny("gh200-single", layers, 2048, 2, f"parallelism.recompute={recompute}"))
+    states = 16 * params(layers)
+    activations = layers * _layer_activations(2048, recompute) + _head_activations(2048)
+    assert result.memory["hbm"]["peak_bytes"] == pytest.approx(states + activations, rel=1e-9)
+    assert result.memory["fits"]
+
+
+def test_optimizer_offload_moves_adam_states_out_of_hbm_by_hand() -> None:
+    result = run(tiny("gh200-single", 1, 2048, 1, "offload.strategy=optimizer"))
+    n = params(1)
+    hand = 4 * n + _layer_activations(2048) + _head_activations(2048)
+    assert result.memory["hbm"]["peak_bytes"] == pytest.approx(hand, rel=1e-9)
+    assert result.memory["lpddr"]["peak_bytes"] == pytest.approx(12 * n, rel=1e-9)
+
+
+PIPELINE = ["system=gh200-nvl2", "num_gpus=2", "parallelism.pp=2", "model.vocab=128",
+            # communication made negligible: NVLink 1000x faster, no latency
+            "system.node.gpu.gpu.nvlink.link_bandwidth_gb_s=25000",
+            "system.node.gpu.gpu.nvlink.collective_latency_us=0.001"]
+
+
+def _pipeline(layers: int, m: int, *extra: str) -> Result:
+    return run([*tiny("gh200-nvl2", layers, 2048, m), *PIPELINE, *extra])
+
+
+def test_first_stage_of_two_holds_two_micro_batches_by_hand() -> None:
+    """1F1B on 2 stages: stage 0 runs one warm-up forward, so it holds the activations of two
+    micro-batches at its peak; stage 1 alternates and holds one (and the head's)."""
+    layers, m, t, vocab = 4, 4, 2048, 128
+    result = _pipeline(layers, m)
+    stage0 = 16 * (2 * PER_LAYER + vocab * H) + 2 * 2 * _layer_activations(t)
+    stage1 = 16 * (2 * PER_LAYER + vocab * H + FINAL_NORM) + 2 * _layer_activations(t) \
+        + t * H * 2 + t * vocab * 4
+    assert stage0 > stage1
+    assert result.memory["hbm"]["peak_bytes"] == pytest.approx(stage0, rel=1e-9)
+
+
+def _stage_times(result: Result, m: int) -> list[tuple[float, float]]:
+    """Forward and backward seconds of one micro-batch on each stage, read off the timeline."""
+    assert result.timeline is not None
+    times = []
+    for cls in result.timeline.classes:
+        ops = cls.rank_class.ops
+        passes = {"F": 0.0, "B": 0.0}
+        for span in cls.spans:
+            phase = ops[span.op].attrs.get("phase")
+            if span.stream == "compute" and phase in passes:
+                passes[phase] += span.end - span.start
+        times.append((passes["F"] / m, passes["B"] / m))
+    return times
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_two_stage_1f1b_bubble_is_p_minus_1_over_m_plus_p_minus_1(m: int) -> None:
+    """With negligible communication and balanced stages the 1F1B pipeline of p stages takes
+    (m + p - 1) (f + b), of which (p - 1) (f + b) is the bubble (Narayanan et al. 2021)."""
+    p = 2
+    result = _pipeline(16, m)
+    pipeline = result.step_time_s - result.compute_breakdown_s["optimizer"]
+    bubble = result.breakdown_s["pipeline_bubble"]
+    assert bubble / pipeline == pytest.approx((p - 1) / (m + p - 1), rel=0.01)
+    assert result.breakdown_s["pp"] < 1e-4 * result.step_time_s
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_two_stage_1f1b_step_from_the_stage_times(m: int) -> None:
+    """Exactly, for unequal stages (stage 1 carries the head, so T1 = f1 + b1 > T0): stage 1
+    never starves after the first forward of stage 0, so the step is f0 + m T1 + b0, and the
+    first stage, which finishes last, idles T0 + m (T1 - T0) of it."""
+    result = _pipeline(4, m)
+    (f0, b0), (f1, b1) = _stage_times(result, m)
+    assert f1 + b1 > f0 + b0
+    optimizer = result.compute_breakdown_s["optimizer"]
+    assert result.step_time_s - optimizer == pytest.approx(f0 + m * (f1 + b1) + b0, rel=1e-4)
+    assert result.breakdown_s["pipeline_bubble"] == pytest.approx(
+        f0 + b0 + m * (f1 + b1 - f0 - b0), rel=1e-3)
+
+
+def test_kernels_beside_a_gradient_all_reduce_slow_down_by_hand() -> None:
+    """Two data-parallel H100s, three layers: the last micro-batch's backward runs in three
+    gradient buckets of one layer each (a layer's 201 M parameters exceed Megatron's 40 M bucket)
+    and each bucket's all-reduce starts when its backward is done. On an NVLink slowed to
+    18 GB/s the first all-reduce (671 MB) still runs through the whole third bucket, so every
+    kernel of that bucket (the first layer's backward and the embedding's) runs
+    1 + 0.189 times slower (comm_overlap_slowdown); the second bucket starts while the first
+    all-reduce is still in its launch latency, and runs at full speed."""
+    gpu = Gpu(H100)
+    result = run([*tiny("dgx-h100", 3, 2048, 2), "num_gpus=2",
+                  "system.node.gpu.gpu.nvlink.link_bandwidth_gb_s=1"])
+    assert result.timeline is not None
+    (cls,) = result.timeline.classes
+    spans = {cls.rank_class.ops[s.op].name: s.end - s.start for s in cls.spans}
+    layer = sum(layer_backward_s(gpu, 2048).values())
+    embedding = gpu.memory_bound(3 * 2048 * H * E)
+    assert spans["B.mb0.c0.b1"] == pytest.approx(layer, rel=1e-6)
+    slowed = (layer + embedding) * (1 + H100["overlap_slowdown"])
+    assert spans["B.mb0.c0.b2"] == pytest.approx(slowed, rel=1e-6)
+    assert result.compute_breakdown_s["overlap"] == pytest.approx(
+        (layer + embedding) * H100["overlap_slowdown"], rel=1e-6)
+
+
+def test_data_parallel_ring_between_two_gh200_nodes_by_hand(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two single-GH200 nodes, data-parallel: without GPUDirect RDMA the ring's flow leaves the
+    GPU by the copy engine over C2C (D2H, 297 of 450 GB/s), is staged in Grace's LPDDR5X
+    (written, then read by the NIC: two crossings of its 512 GB/s), crosses the NDR400 NICs
+    and the leaf at NCCL's 47 of 50 GB/s times the staging penalty 0.829 (FACTS.md T2#18,
+    T2#19), and enters the peer GPU over C2C (H2D, 375 of 450 GB/s): alone it runs at
+    50 x 0.94 x 0.829 = 38.96 GB/s."""
+    args = ["inspect", "llama3-8b-gh200", "--routes", "--json", "--set", "num_gpus=2",
+            "--set", "training.global_batch=2"]
+    assert main(args) == 0
+    dp = json.loads(capsys.readouterr().out)["routes"]["classes"][0]["groups"]["dp"]
+    assert dp["size"] == 2 and len(dp["shares"]) == 1
+    (share,) = dp["shares"]
+    assert share["fraction"] == 1.0
+    links = {link["link"]: link for link in share["links"]}
+    nic = 0.94 * 0.829
+    expected = {  # link: (kind, copies, capacity GB/s, efficiency)
+        "n0.gpu0>n0.cpu0": ("c2c_d2h", 1, 450, GH200["d2h_eff"]),
+        "n0.lpddr0": ("host_memory", 2, GRACE["lpddr_gb_s"], 1.0),
+        "n0.cpu0>n0.nic0": ("nic", 1, 50, nic),
+        "n0.nic0>leaf0": ("nic", 1, 50, nic),
+        "leaf0>n1.nic0": ("nic", 1, 50, nic),
+        "n1.nic0>n1.cpu0": ("nic", 1, 50, nic),
+        "n1.cpu0>n1.gpu0": ("c2c_h2d", 1, 450, GH200["h2d_eff"]),
+    }
+    assert set(links) == set(expected)
+    for name, (kind, copies, capacity, efficiency) in expected.items():
+        link = links[name]
+        assert (link["kind"], link["copies"]) == (kind, copies), name
+        assert link["capacity_gb_s"] == pytest.approx(capacity), name
+        assert link["efficiency"] == pytest.approx(efficiency, rel=1e-6), name
+    assert share["alone_gb_s"] == pytest.approx(50 * nic, rel=1e-6)

@@ -1,0 +1,438 @@
+#!/usr/bin/env python3
+"""Mutation check: would the test suite notice a wrong model?
+
+Each sabotage below is a one-line change to the cost model, the lowering or the engine (a GEMM
+twice as slow, an off-by-one in the pipeline warm-up, a dropped dependency, a copy laid on the
+wrong direction of a link, ...). For each, the script copies the repository (the working-tree
+version of every tracked or untracked, non-ignored file, snapshotted once at the start) to a
+temporary directory, applies the sabotage there (it stops if the original text is not found
+exactly once), and runs the fast suite in that copy with ``PYTHONPATH`` pointing at it:
+``python -m pytest -q -x -p no:cacheprovider`` with the default markers, the test files that
+target the sabotage first. The checkout itself is never modified.
+
+The unmodified copy runs first (the baseline, without ``-x``): a test that already fails there
+(someone's work in progress in a shared checkout) is deselected from the sabotage runs, with a
+warning; ``--strict-baseline`` stops instead. ``--head`` copies the last commit rather than the
+working tree, plus the ``--overlay`` paths from the working tree (a clean base while others edit
+the checkout). Slow test files run last.
+
+A sabotage is *caught* when the suite fails (a failing test, an error or a timeout). The script
+prints a table (sabotage, caught, first failing test, seconds) and exits non-zero if any
+sabotage survives, or if the baseline cannot run.
+
+    python tools/mutation_check.py              # baseline, then every sabotage, 2 at a time
+    python tools/mutation_check.py --list       # the sabotages
+    python tools/mutation_check.py -k wave -k ring --no-baseline
+    python tools/mutation_check.py --head --overlay tests/test_by_hand.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BY_HAND = "tests/test_by_hand.py"
+SLOW_LAST = ("tests/test_import.py", "tests/test_sweep.py", "tests/test_calibration.py")
+"""Test files that take longest; they run after the others."""
+
+
+@dataclass(frozen=True)
+class Sabotage:
+    """Replace ``original`` (which must occur exactly once in ``file``) by ``replacement``."""
+
+    name: str
+    file: str
+    original: str
+    replacement: str
+    description: str
+    first: tuple[str, ...] = ()
+    """Test files to run before the rest (the most likely to catch it)."""
+    moved_to: tuple[str, ...] = ()
+    """Files the code may have moved to: the sabotage applies to the one file of ``file`` and
+    these that holds ``original``, which must hold it once."""
+
+    def target(self, repo: Path) -> Path:
+        """The file to sabotage in ``repo``; stops if the original is not there exactly once."""
+        counts = {}
+        for name in (self.file, *self.moved_to):
+            path = repo / name
+            counts[name] = path.read_text().count(self.original) if path.is_file() else 0
+        holding = [name for name, count in counts.items() if count]
+        if len(holding) != 1 or counts[holding[0]] != 1:
+            found = ", ".join(f"{n}: {c}" for n, c in counts.items())
+            raise SystemExit(f"sabotage {self.name}: the original text must be found exactly "
+                             f"once ({found}): {self.original!r}")
+        return repo / holding[0]
+
+
+SABOTAGES: tuple[Sabotage, ...] = (
+    # -- the GPU cost model ---------------------------------------------------------------------
+    Sabotage("gemm-time-x2", "ghsim/costmodel/gpu.py",
+             "compute = kernel.flops / (peak * efficiency)",
+             "compute = 2 * kernel.flops / (peak * efficiency)",
+             "a GEMM takes twice its compute time"),
+    Sabotage("gemm-flops-x2", "ghsim/workload/kernels.py",
+             "return Kernel(name, 2.0 * m * n * k, data",
+             "return Kernel(name, 4.0 * m * n * k, data",
+             "a GEMM counts 4 m n k FLOPs instead of 2 m n k", ("tests/test_workload.py",)),
+    Sabotage("no-wave-quantization", "ghsim/costmodel/gpu.py",
+             "waves = math.ceil(tiles / self.sms)", "waves = tiles / self.sms",
+             "fractional waves: no tail-wave quantization"),
+    Sabotage("no-k-efficiency", "ghsim/costmodel/gpu.py",
+             "return min(1.0, scale(k) / scale(self.reference_k))", "return 1.0",
+             "short reduction dimensions run at full efficiency"),
+    Sabotage("gemm-never-memory-bound", "ghsim/costmodel/gpu.py",
+             "return max(compute, kernel.bytes / self.hbm_bytes_per_s)", "return compute",
+             "a GEMM's HBM traffic no longer bounds it"),
+    Sabotage("no-launch-overhead", "ghsim/costmodel/gpu.py",
+             "return busy + self.launch_s", "return busy",
+             "kernels pay no launch gap"),
+    Sabotage("elementwise-at-stream-rate", "ghsim/costmodel/gpu.py",
+             "busy = kernel.bytes / self.elementwise_bytes_per_s",
+             "busy = kernel.bytes / self.hbm_bytes_per_s",
+             "element-wise kernels reach STREAM bandwidth"),
+    Sabotage("peak-at-double-clock", "ghsim/config/schema/hardware.py",
+             "return {dtype: per_clock * clocks", "return {dtype: 2 * per_clock * clocks",
+             "peak FLOP/s of every GPU doubled", ("tests/test_rates.py",)),
+    # -- the kernels of a layer -----------------------------------------------------------------
+    Sabotage("backward-elementwise-bytes", "ghsim/workload/kernels.py",
+             'bytes=1.5 * kernel.bytes)]', 'bytes=kernel.bytes)]',
+             "element-wise backward kernels move as much as their forward"),
+    Sabotage("attention-backward-flops", "ghsim/workload/kernels.py",
+             "flops=2 * kernel.flops,", "flops=kernel.flops,",
+             "flash attention's backward does the forward's work, not twice it"),
+    Sabotage("gemm-bytes-without-weight", "ghsim/workload/kernels.py",
+             "data = (m * k + m * n) * s.act_bytes + k * n * s.weight_bytes",
+             "data = (m * k + m * n) * s.act_bytes",
+             "a GEMM does not read its weight"),
+    Sabotage("full-recompute-half", "ghsim/workload/kernels.py",
+             "        return redone\n", "        return redone[: len(redone) // 2]\n",
+             "full recomputation redoes only half the forward pass",
+             ("tests/test_workload.py",)),
+    Sabotage("selective-recompute-dropped", "ghsim/workload/kernels.py",
+             "return [_as_recompute(k) for k in attention_core(s) if isinstance(k, Kernel)]",
+             "return []", "selective recomputation recomputes nothing",
+             ("tests/test_workload.py",)),
+    # -- the schedule and the lowering ----------------------------------------------------------
+    Sabotage("1f1b-warmup-off-by-one", "ghsim/workload/schedule.py",
+             "warmup = min(pp - stage - 1, microbatches)", "warmup = min(pp - stage, microbatches)",
+             "1F1B runs one warm-up forward too many"),
+    Sabotage("interleaved-warmup-off-by-one", "ghsim/workload/schedule.py",
+             "warmup = min((pp - stage - 1) * 2 + (vp - 1) * pp, total)",
+             "warmup = min((pp - stage - 1) * 2 + (vp - 1) * pp - 1, total)",
+             "the interleaved schedule runs one warm-up forward too few",
+             ("tests/test_workload.py", "tests/test_engine.py")),
+    Sabotage("lowering-drops-cross-stream-deps", "ghsim/workload/lower.py",
+             "all_deps = tuple(sorted({*chain, *(d for d in deps if d >= 0)}))",
+             "all_deps = tuple(sorted({*chain}))",
+             "ops wait only for the op before them on their own stream",
+             moved_to=("ghsim/workload/stage.py",)),
+    Sabotage("engine-waits-for-one-dep", "ghsim/engine/simulator.py",
+             "yield self.env.all_of(pending)", "yield pending[0]",
+             "an op with several pending dependencies waits for the first only"),
+    Sabotage("adam-traffic-16", "ghsim/workload/lower.py",
+             "ADAM_BYTES_PER_PARAM = 28", "ADAM_BYTES_PER_PARAM = 16",
+             "the GPU Adam step moves 16 B a parameter instead of 28"),
+    Sabotage("bubble-counted-as-transfer", "ghsim/engine/attribution.py",
+             "exposed = min(waited, cls.transfer_s.get(op_id, 0.0))", "exposed = waited",
+             "all time waiting for a pipeline receive is called communication, none bubble",
+             ("tests/test_engine.py",)),
+    # -- memory ---------------------------------------------------------------------------------
+    Sabotage("adam-states-8-bytes", "ghsim/workload/states.py",
+             '"bf16": (2, 2, 12),', '"bf16": (2, 2, 8),',
+             "Adam keeps 8 B a parameter (forgets the FP32 master weights)",
+             ("tests/test_offload.py",)),
+    Sabotage("activations-forget-v", "ghsim/workload/activations.py",
+             "+ t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V",
+             "+ t * (s.q_width + s.kv_width) * e  # Q, K, V",
+             "saved activations leave out V", ("tests/test_workload.py",)),
+    Sabotage("flash-lse-fp16", "ghsim/workload/activations.py",
+             "return float(s.heads * s.tokens * 4)", "return float(s.heads * s.tokens * 2)",
+             "flash attention's log-sum-exp saved in 2 B instead of FP32"),
+    # -- offload and the host -------------------------------------------------------------------
+    Sabotage("grads-go-up", "ghsim/workload/offload.py",
+             'down = self.copy(lw, f"{name}.grads_d2h", "d2h", grad_bytes, deps)',
+             'down = self.copy(lw, f"{name}.grads_d2h", "h2d", grad_bytes, deps)',
+             "offloaded gradients are copied host-to-device", ("tests/test_offload.py",)),
+    Sabotage("host-adam-traffic-14", "ghsim/workload/offload.py",
+             "ADAM_CPU_BYTES_PER_PARAM = 28.0", "ADAM_CPU_BYTES_PER_PARAM = 14.0",
+             "the host Adam step streams half its bytes", ("tests/test_offload.py",)),
+    Sabotage("copy-routed-backwards", "ghsim/engine/simulator.py",
+             'toward = "device" if direction == "h2d" else "host"',
+             'toward = "host" if direction == "h2d" else "device"',
+             "a copy is laid on the other direction of the host link",
+             ("tests/test_offload.py",)),
+    # -- links and the fabric -------------------------------------------------------------------
+    Sabotage("link-kind-h2d-d2h-swapped", "ghsim/fabric/links.py",
+             "return f\"{hop.kind}_{'h2d' if a == 'cpu' else 'd2h'}\"",
+             "return f\"{hop.kind}_{'d2h' if a == 'cpu' else 'h2d'}\"",
+             "CPU->GPU links are called d2h and GPU->CPU h2d",
+             ("tests/test_fabric.py", "tests/test_offload.py")),
+    Sabotage("network-on-host-link-other-efficiency", "ghsim/fabric/links.py",
+             'use = "h2d_copy" if kind.endswith("_h2d") else "d2h_copy"',
+             'use = "d2h_copy" if kind.endswith("_h2d") else "h2d_copy"',
+             "network traffic staged through Grace gets the other direction's copy rate",
+             ("tests/test_fabric.py",)),
+    Sabotage("staging-through-grace-free", "ghsim/fabric/links.py",
+             "return self.nic_nccl * (1.0 if self.gpudirect_rdma else self.staged_network)",
+             "return self.nic_nccl",
+             "no penalty for network traffic staged through host memory (no GPUDirect RDMA)",
+             ("tests/test_fabric.py", "tests/test_knobs.py")),
+    Sabotage("host-link-latency-swapped", "ghsim/hardware/node.py",
+             "_link(graph, cpu, gpu, link.type, bandwidth, max(0.0, to_gpu_ns) * units.NS,",
+             "_link(graph, cpu, gpu, link.type, bandwidth, max(0.0, to_cpu_ns) * units.NS,",
+             "the CPU->GPU direction of the host link gets the GPU->CPU latency",
+             ("tests/test_graph.py",)),
+    Sabotage("nics-all-on-first-owner", "ghsim/hardware/node.py",
+             'owner = f"{attach}{k * owners // node.nics}"', 'owner = f"{attach}0"',
+             "every NIC of a node hangs off its first GPU (or CPU)",
+             ("tests/test_graph.py", "tests/test_fabric.py")),
+    Sabotage("ring-network-share-w", "ghsim/fabric/traffic.py",
+             "outside = 1.0 / per_domain if domains > 1 else 0.0",
+             "outside = 1.0 if domains > 1 else 0.0",
+             "a ring sends all W wire bytes across the network, not W / m",
+             ("tests/test_fabric.py",)),
+    Sabotage("copies-ignored", "ghsim/fabric/traffic.py",
+             "return make_path([(name, max(1, copies[name]), self.eff.of(hop, use))",
+             "return make_path([(name, 1, self.eff.of(hop, use))",
+             "a link carries one copy of a class's flow however many members cross it",
+             ("tests/test_fabric.py",)),
+    Sabotage("coefficient-without-copies", "ghsim/fabric/sharing.py",
+             "tuple(merged[k][0] / merged[k][1] for k in links)",
+             "tuple(1 / merged[k][1] for k in links)",
+             "a flow's copies take no capacity", ("tests/test_fabric.py",)),
+    Sabotage("no-max-min-refill", "ghsim/fabric/sharing.py",
+             "active -= frozen", "active.clear()",
+             "flows stop at the first saturated link's fair share (no progressive filling)",
+             ("tests/test_fabric.py",)),
+    Sabotage("all-reduce-wire-bytes-halved", "ghsim/workload/summary.py",
+             "return 2 * (n - 1) / n * message_bytes", "return (n - 1) / n * message_bytes",
+             "a ring all-reduce sends (n-1)/n of the message, not 2 (n-1)/n",
+             ("tests/test_fabric.py", "tests/test_workload.py")),
+    Sabotage("no-overlap-slowdown", "ghsim/engine/simulator.py",
+             'parts["overlap"] = overlap * self.gpu.overlap_slowdown',
+             'parts["overlap"] = 0.0 * self.gpu.overlap_slowdown',
+             "kernels do not slow down beside communication", ("tests/test_engine.py",)),
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    caught: bool
+    status: str
+    """``failed``, ``error``, ``timeout``, ``passed``: what the suite did."""
+    first_failure: str
+    seconds: float
+    tail: str
+
+
+def _copy_from_worktree(dest: Path, names: Sequence[str]) -> None:
+    for name in sorted(set(names)):
+        source = ROOT / name
+        if source.is_symlink() or not source.is_file():
+            continue  # deleted in the working tree, or a submodule
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+def snapshot(dest: Path, head: bool = False, overlay: Sequence[str] = ()) -> None:
+    """Copy the working-tree version of every tracked or untracked, non-ignored file; or, with
+    ``head``, the last commit's files and then the working-tree versions of ``overlay``."""
+    dest.mkdir(parents=True)
+    if head:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "HEAD"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        _copy_from_worktree(dest, overlay)
+    else:
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+             "--exclude-standard"], check=True, capture_output=True).stdout.decode().split("\0")
+        _copy_from_worktree(dest, [n for n in listed if n])
+    shared = ROOT.parent / "shared"  # what some files find beside the checkout
+    if shared.exists() and not (dest.parent / "shared").exists():
+        (dest.parent / "shared").symlink_to(shared)
+
+
+def apply(repo: Path, sabotage: Sabotage) -> None:
+    path = sabotage.target(repo)
+    path.write_text(path.read_text().replace(sabotage.original, sabotage.replacement))
+
+
+def test_files(repo: Path, first: Sequence[str]) -> list[str]:
+    """``first``, then every other test file of the copy in name order, the slow ones last."""
+    ordered = [f for f in dict.fromkeys(first) if (repo / f).is_file()]
+    rest = sorted(str(p.relative_to(repo)) for p in (repo / "tests").glob("test_*.py"))
+    rest.sort(key=lambda f: SLOW_LAST.index(f) if f in SLOW_LAST else -1)
+    return ordered + [f for f in rest if f not in ordered]
+
+
+def _environment(repo: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(repo)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+_FAILURE = re.compile(r"^(FAILED|ERROR) (\S+)", re.MULTILINE)
+
+
+def failures(output: str) -> list[str]:
+    """Node ids of the failing or erroring tests in pytest's short summary."""
+    return [m.group(2) for m in _FAILURE.finditer(output)]
+
+
+def run_suite(repo: Path, files: Sequence[str], timeout_s: float, name: str,
+              stop_first: bool = True, deselect: Sequence[str] = ()) -> Outcome:
+    """Run pytest in ``repo``; kill its whole process group at the timeout."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               *(["-x"] if stop_first else []), *(f"--deselect={d}" for d in deselect), *files]
+    start = time.monotonic()
+    with subprocess.Popen(command, cwd=repo, env=_environment(repo), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
+        try:
+            output, _ = proc.communicate(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            timed_out = True
+    seconds = time.monotonic() - start
+    tail = "\n".join(output.splitlines()[-30:])
+    failed = failures(output)
+    first = failed[0] if failed else ""
+    if not stop_first:
+        tail = output
+    if timed_out:
+        return Outcome(name, True, "timeout", first or f"(timeout after {timeout_s:.0f} s)",
+                       seconds, tail)
+    if proc.returncode == 0:
+        return Outcome(name, False, "passed", "", seconds, tail)
+    if proc.returncode == 1:
+        return Outcome(name, True, "failed", first, seconds, tail)
+    return Outcome(name, True, "error", first or f"(pytest exit {proc.returncode})", seconds,
+                   tail)
+
+
+def check_import(repo: Path) -> None:
+    """The copy's ghsim, not the checkout's editable install, is the one imported."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import ghsim; print(ghsim.__file__)"], cwd=repo,
+        env=_environment(repo), check=True, capture_output=True, text=True).stdout.strip()
+    if not Path(found).resolve().is_relative_to(repo.resolve()):
+        raise SystemExit(f"the copy imports ghsim from {found}, not from {repo}")
+
+
+def one(pristine: Path, work: Path, sabotage: Sabotage, timeout_s: float,
+        deselect: Sequence[str]) -> Outcome:
+    repo = work / sabotage.name / "main"
+    shutil.copytree(pristine, repo, symlinks=True)
+    shared = pristine.parent / "shared"
+    if shared.is_symlink():
+        (repo.parent / "shared").symlink_to(shared.resolve())
+    apply(repo, sabotage)
+    outcome = run_suite(repo, test_files(repo, (BY_HAND, *sabotage.first)), timeout_s,
+                        sabotage.name, deselect=deselect)
+    shutil.rmtree(repo.parent, ignore_errors=True)
+    return outcome
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    width = max(len(o.name) for o in outcomes)
+    lines = [f"{'sabotage':<{width}}  caught  {'seconds':>7}  first failing test"]
+    for o in outcomes:
+        caught = "yes" if o.caught else "NO"
+        status = "" if o.status in ("failed", "passed") else f" [{o.status}]"
+        lines.append(f"{o.name:<{width}}  {caught:<6}  {o.seconds:7.1f}  "
+                     f"{o.first_failure or '-'}{status}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("-k", "--only", action="append", default=[],
+                        help="run only sabotages whose name contains this (repeatable)")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="suites at once (default 2)")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds per suite run (default 900)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the run of the unmodified copy")
+    parser.add_argument("--strict-baseline", action="store_true",
+                        help="stop if a test fails in the unmodified copy (default: deselect it)")
+    parser.add_argument("--head", action="store_true",
+                        help="copy the last commit instead of the working tree")
+    parser.add_argument("--overlay", action="append", default=[],
+                        help="with --head: a path whose working-tree version is copied over "
+                        "(repeatable)")
+    parser.add_argument("--list", action="store_true", help="list the sabotages and exit")
+    args = parser.parse_args(argv)
+    chosen = [s for s in SABOTAGES if not args.only or any(k in s.name for k in args.only)]
+    if args.list:
+        for s in chosen:
+            print(f"{s.name}: {s.description} ({s.file})")
+        return 0
+    if not chosen:
+        print("no sabotage matches", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ghsim-mutation-") as tmp:
+        work = Path(tmp)
+        pristine = work / "pristine" / "main"
+        snapshot(pristine, args.head, args.overlay)
+        for s in chosen:  # every original must be there before anything runs
+            s.target(pristine)
+        check_import(pristine)
+        deselect: list[str] = []
+        if not args.no_baseline:
+            base = run_suite(pristine, test_files(pristine, (BY_HAND,)), args.timeout,
+                             "baseline", stop_first=False)
+            print(f"baseline: {base.status} in {base.seconds:.0f} s", flush=True)
+            if base.status == "timeout" or (base.status != "passed" and args.strict_baseline):
+                print(base.tail[-6000:], file=sys.stderr)
+                print("the unmodified copy does not pass: no sabotage can be judged",
+                      file=sys.stderr)
+                return 2
+            deselect = failures(base.tail)
+            if base.status != "passed" and not deselect:
+                print(base.tail[-6000:], file=sys.stderr)
+                print("the unmodified copy does not run: no sabotage can be judged",
+                      file=sys.stderr)
+                return 2
+            for node in deselect:
+                print(f"WARNING: {node} fails without any sabotage; deselected", flush=True)
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = [pool.submit(one, pristine, work, s, args.timeout, deselect)
+                       for s in chosen]
+            outcomes = []
+            for future in futures:
+                outcome = future.result()
+                outcomes.append(outcome)
+                print(f"  {outcome.name}: {'caught' if outcome.caught else 'SURVIVED'} "
+                      f"({outcome.seconds:.0f} s)", flush=True)
+    print()
+    print(table(outcomes))
+    survivors = [o.name for o in outcomes if not o.caught]
+    minutes = (time.monotonic() - started) / 60
+    print(f"\n{len(outcomes) - len(survivors)} of {len(outcomes)} caught in {minutes:.1f} min")
+    if survivors:
+        print(f"survived: {', '.join(survivors)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
