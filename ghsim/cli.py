@@ -15,51 +15,19 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
-from ghsim.config import load_file, load_scenario, scenario_from_spec
-from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
-from ghsim.config.schema_export import SCHEMA_KINDS, json_schema
-from ghsim.config.search import display, find_path, locate_any, shipped_files
-from ghsim.config.sweep import load_sweep
-from ghsim.config.yamlio import read_mapping
-from ghsim.engine.result import Result, does_not_fit_line
-from ghsim.engine.simulate import simulate
-from ghsim.engine.validation import summarize, validate_file
 from ghsim.errors import InputError, printable
-from ghsim.importers.cli_import import FORMATS, import_traces
-from ghsim.importers.cli_import import summary as import_summary
 from ghsim.limits import MAX_GPUS, MAX_SEQ_LEN, MAX_WORKERS
-from ghsim.outputs import (
-    directory_lock,
-    dumps_strict,
-    output_folder,
-    refuse_inputs,
-    write_text,
-)
-from ghsim.report import console as render
-from ghsim.report.chakra import export_chakra
-from ghsim.report.routes import routes_view
-from ghsim.report.trace import chrome_trace
-from ghsim.report.views import (
-    document_view,
-    model_view,
-    scenario_view,
-    system_view,
-    workload_view_of,
-)
-from ghsim.sweep.runner import run_sweep
+from ghsim.names import SCHEMA_KINDS, TRACE_FORMATS
+from ghsim.outputs import dumps_strict
 from ghsim.version import __version__
+
+if TYPE_CHECKING:
+    from ghsim.engine.result import Result
+
+# Each command imports what it needs when it runs (numpy, networkx, simpy, pydantic, rich and
+# matplotlib cost most of a second), so `ghsim --help` and usage errors answer at once.
 
 
 def _print_json(data: Any, source: str = "standard output") -> None:
@@ -162,6 +130,20 @@ def _seq_len(text: str) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Show a system, model, scenario, hardware part or validation file as resolved."""
+    from rich.console import Console
+
+    from ghsim.config import load_file, scenario_from_spec
+    from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
+    from ghsim.config.search import display, locate_any
+    from ghsim.report import console as render
+    from ghsim.report.views import (
+        document_view,
+        model_view,
+        scenario_view,
+        system_view,
+        workload_view_of,
+    )
+
     path = locate_any(args.file)
     spec = load_file(path or args.file, args.overrides)
     if isinstance(spec, ScenarioSpec):
@@ -170,6 +152,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.workload:
             view["workload"] = workload_view_of(scenario)
         if args.routes:
+            from ghsim.report.routes import routes_view  # numpy and networkx: only here
+
             view["routes"] = routes_view(scenario)
     elif isinstance(spec, SystemSpec):
         view = system_view(spec, args.gpus)
@@ -199,8 +183,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def _write_outputs(directory: Path, result: Result, name: str) -> None:
     """``-o DIR``: result.json, trace.json, breakdown plot, report.html."""
+    from ghsim.outputs import output_folder, write_text
     from ghsim.report import plots  # matplotlib: imported only when plots are written
     from ghsim.report.html import run_report
+    from ghsim.report.trace import chrome_trace
 
     try:
         output_folder(directory)
@@ -218,6 +204,15 @@ def _write_outputs(directory: Path, result: Result, name: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Simulate one training step."""
+    from rich.console import Console
+
+    from ghsim.config import load_scenario
+    from ghsim.engine.result import does_not_fit_line
+    from ghsim.engine.simulate import simulate
+    from ghsim.outputs import output_folder, refuse_inputs
+    from ghsim.report import console as render
+    from ghsim.report.chakra import export_chakra
+
     scenario = load_scenario(args.scenario, args.overrides)
     directory = Path(args.output) if args.output is not None else None
     if directory is not None:  # checked before the simulation, so a mistake costs no time
@@ -247,6 +242,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _validation_report(points: str | Path) -> dict[str, Any]:
     """``ghsim validate --json`` of one file: every point's outcome, then the summary."""
+    from ghsim.engine.validation import summarize, validate_file
+
     results = validate_file(points)
     return {"points": [asdict(o) for o in results], **summarize(results)}
 
@@ -254,6 +251,12 @@ def _validation_report(points: str | Path) -> dict[str, Any]:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Simulate every validation point and compare with the measurement; with ``--all``, every
     shipped set in the ``validation_points`` schema, the others skipped with one line each."""
+    from rich.console import Console
+
+    from ghsim.config.search import display, find_path, shipped_files
+    from ghsim.config.yamlio import read_mapping
+    from ghsim.report import console as render
+
     console = Console()
     if not args.all:
         report = _validation_report(find_path(args.points) or args.points)
@@ -280,6 +283,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run a what-if study and rank its points."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from ghsim.config.sweep import load_sweep
+    from ghsim.outputs import directory_lock, refuse_inputs
+    from ghsim.report import console as render
+    from ghsim.sweep.runner import run_sweep
+
     sweep = load_sweep(args.sweep)
     # matplotlib (its plots) is imported only by the commands that write them
     from ghsim.sweep.outputs import as_json, summary_line, write_outputs
@@ -315,6 +333,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Turn trace files into a workload file."""
+    from rich.console import Console
+
+    from ghsim.importers.cli_import import import_traces
+    from ghsim.importers.cli_import import summary as import_summary
+
     ranks = import_traces(args.traces, Path(args.output), args.format)
     info = import_summary(ranks)
     if args.json:
@@ -326,6 +349,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of one kind of file, or of all of them."""
+    from ghsim.config.schema_export import json_schema
+
     if args.kind is None:
         _print_json({kind: json_schema(kind) for kind in SCHEMA_KINDS})
     else:
@@ -433,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or re-costed on its hardware (`replay: recost`).",
     )
     trace.add_argument("traces", nargs="+", metavar="TRACE")
-    trace.add_argument("--format", choices=FORMATS, default="auto")
+    trace.add_argument("--format", choices=TRACE_FORMATS, default="auto")
     trace.add_argument("-o", "--output", metavar="WORKLOAD", required=True,
                        help="the workload file to write (YAML)")
     trace.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -54,3 +54,22 @@ def test_real_process_exit_codes() -> None:
     assert bad.stderr.strip() == (
         "ghsim: error: --set num_gpus=0: num_gpus: expected a number > 0, got 0"
     )
+
+
+def test_the_light_names_agree_with_the_registries() -> None:
+    from ghsim.config.schema_export import SCHEMA_KINDS as KINDS
+    from ghsim.importers.cli_import import FORMATS
+    from ghsim.names import SCHEMA_KINDS as NAMES
+    from ghsim.names import TRACE_FORMATS
+
+    assert tuple(NAMES) == tuple(KINDS)
+    assert tuple(TRACE_FORMATS) == tuple(FORMATS)
+
+
+def test_help_imports_nothing_heavy() -> None:
+    code = ("import sys; from ghsim.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('numpy', 'networkx', 'simpy', 'pydantic', 'matplotlib', "
+            "'rich') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ghsim.engine.simulator import Timeline
 from ghsim.errors import InputError
 from ghsim.outputs import NONFINITE, nonfinite_path
+
+if TYPE_CHECKING:
+    from ghsim.engine.simulator import Timeline
 
 
 @dataclass

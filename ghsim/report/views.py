@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ghsim.config import Scenario
 from ghsim.config.schema import DocumentSpec, HardwareSpec, MemorySpec, ModelSpec, SystemSpec
 from ghsim.config.schema.hardware import HOST_LINK_USES, MEMORY_USES
 from ghsim.config.schema.validation import ValidationPointsSpec
-from ghsim.engine.simulate import (
-    memory_capacities,
-    memory_placement,
-    records_memory,
-    scenario_workload,
-)
 from ghsim.errors import LimitError
-from ghsim.hardware import SystemGraph, SystemTotals, build_graph, system_totals
 from ghsim.version import __version__
 from ghsim.workload import model_flops_per_token, parameter_count
-from ghsim.workload.lower import lower
 from ghsim.workload.summary import workload_view
+
+if TYPE_CHECKING:
+    from ghsim.hardware import SystemGraph, SystemTotals
+
+# The engine, the hardware graph (networkx) and the lowering are imported by the views that
+# use them, so that `ghsim inspect MODEL` starts quickly.
 
 SEQ_LENS = (2048, 4096, 8192)
 
@@ -55,6 +53,8 @@ def graph_view(graph: SystemGraph) -> dict[str, Any]:
 
 def system_view(system: SystemSpec, num_gpus: int | None = None) -> dict[str, Any]:
     """A system at ``num_gpus`` GPUs (default: one NVLink domain)."""
+    from ghsim.hardware import build_graph, system_totals
+
     graph = build_graph(system, num_gpus or system.gpus_per_domain)
     return {
         "kind": "system", "name": system.name, "description": system.description,
@@ -93,6 +93,13 @@ def memory_view(scenario: Scenario) -> dict[str, Any]:
     """Per memory tier, per GPU: capacity, the model states placed there and the peak in
     program order, from the workload ``ghsim run`` simulates (the same placement, offload
     included). ``tracked`` is False for a workload without allocations (a replayed trace)."""
+    from ghsim.engine.simulate import (
+        memory_capacities,
+        memory_placement,
+        records_memory,
+        scenario_workload,
+    )
+
     capacities = memory_capacities(scenario.spec, scenario.layout.gpus_per_node)
     try:
         workload = scenario_workload(scenario)
@@ -108,6 +115,8 @@ def memory_view(scenario: Scenario) -> dict[str, Any]:
 
 
 def scenario_view(scenario: Scenario) -> dict[str, Any]:
+    from ghsim.hardware import build_graph, system_totals
+
     spec, layout = scenario.spec, scenario.layout
     graph = build_graph(spec.system, spec.num_gpus)
     per_token = model_flops_per_token(spec.model, spec.training.seq_len)
@@ -137,6 +146,8 @@ def scenario_view(scenario: Scenario) -> dict[str, Any]:
 
 def workload_view_of(scenario: Scenario) -> dict[str, Any]:
     """Lower the scenario and summarize its workload."""
+    from ghsim.workload.lower import lower
+
     gpu = scenario.spec.system.node.gpu.gpu
     assert gpu is not None
     return workload_view(lower(scenario), gpu.memory.capacity_bytes)
