@@ -134,3 +134,17 @@ def test_load_file_by_name() -> None:
     assert load_file("dgx-h100").KIND == "system"
     assert load_system("gh200-quad").node.gpus == 4
     assert os.path.basename(str(load_scenario("llama3-8b-gh200").source)) == "llama3-8b-gh200.yaml"
+
+
+def test_a_key_after_a_yaml_merge_overrides_the_merged_value(tmp_path: Path) -> None:
+    from ghsim.config.yamlio import read_mapping
+
+    path = tmp_path / "merge.yaml"
+    path.write_text("defaults: &d {a: 1, b: 2}\nthing:\n  <<: *d\n  b: 3\n"
+                    "twice:\n  <<: [{a: 1}, {a: 9, c: 4}]\n")
+    data = read_mapping(path)
+    assert data["thing"] == {"a": 1, "b": 3}
+    assert data["twice"] == {"a": 1, "c": 4}  # the first merged mapping wins
+    path.write_text("thing:\n  <<: {a: 1}\n  b: 2\n  b: 3\n")
+    with pytest.raises(ConfigError, match="'b' is given twice"):
+        read_mapping(path)

@@ -135,18 +135,30 @@ def _measure(node: yaml.Node, depth: int, memo: dict[int, tuple[int, int]],
 
 
 def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
+    """A mapping in which a key written twice is an error, but a key written after a merge
+    (``<<: *defaults``) overrides the merged value, as YAML's merge key means it to (the first
+    of several merged mappings that give a key wins)."""
+    explicit = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
+    loader.flatten_mapping(node)  # puts the merged pairs first
+    merged = len(node.value) - explicit
     mapping: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
+    from_merge: set[Any] = set()
+    for index, (key_node, value_node) in enumerate(node.value):
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, str | int | float | bool) or key is None:
             raise yaml.constructor.ConstructorError(
                 None, None, "expected a plain scalar key", key_node.start_mark
             )
-        if key in mapping:
+        if index < merged:
+            if key not in mapping:
+                mapping[key] = loader.construct_object(value_node, deep=True)
+                from_merge.add(key)
+            continue
+        if key in mapping and key not in from_merge:
             raise yaml.constructor.ConstructorError(
                 None, None, f"key {key!r} is given twice", key_node.start_mark
             )
+        from_merge.discard(key)
         mapping[key] = loader.construct_object(value_node, deep=True)
     return mapping
 
