@@ -135,3 +135,24 @@ def test_pcie_host_link_is_slower_and_the_bottleneck() -> None:
 
 def test_microbenchmark_files_exist() -> None:
     assert len(list(Path(MICRO).glob("*.yaml"))) >= 6
+
+
+@pytest.mark.parametrize("overrides", [
+    ["num_gpus=1"],
+    ["system=gh200-quad", "num_gpus=8", "parallelism.pp=4", "parallelism.tp=2"],
+    ["system=gh200-quad", "num_gpus=8", "parallelism.pp=2", "parallelism.vp=2",
+     "parallelism.tp=2", "model.layers=8"],
+])
+def test_the_peak_of_another_strategy_needs_only_the_micro_batches_in_flight(
+        overrides: list[str]) -> None:
+    """What would fit is asked of a step with only the micro-batches in flight at the peak:
+    the HBM peak is the same as the whole step's."""
+    from ghsim.config import scenario_from_spec
+    from ghsim.engine.simulate import _hbm_peak, _peak_batch
+
+    base = load_scenario("qwen3-14b-gh200", [*overrides, "training.global_batch=256",
+                                             "offload.strategy=optimizer"])
+    short = scenario_from_spec(base.spec.model_copy(update={"training": _peak_batch(base)}),
+                               base.source)
+    assert short.layout.micro_batches < base.layout.micro_batches
+    assert _hbm_peak(short) == pytest.approx(_hbm_peak(base), rel=1e-9)

@@ -99,14 +99,26 @@ def _hbm_peak(scenario: Scenario) -> float:
     return max(memory_profile(c).peak for c in lower(scenario).classes)
 
 
+def _peak_batch(scenario: Scenario) -> Any:
+    """The training block with only as many micro-batches as the schedule keeps in flight at
+    its memory peak (1F1B holds at most pp, the interleaved schedule at most 2 pp vp, per
+    stage), so asking another strategy for its HBM peak does not lower the whole step."""
+    training, layout = scenario.spec.training, scenario.layout
+    in_flight = 2 * layout.pp * layout.vp + 1
+    if layout.micro_batches <= in_flight:
+        return training
+    return training.model_copy(update={
+        "global_batch": training.micro_batch * layout.dp * in_flight})
+
+
 def _what_would_fit(scenario: Scenario, capacity: float) -> str:
     """A sentence naming an offload strategy under which the step would fit, if one does."""
     for strategy in ("optimizer", "activations", "params"):
         if strategy == scenario.spec.offload.strategy:
             continue
         offload = scenario.spec.offload.model_copy(update={"strategy": strategy})
-        other = scenario_from_spec(scenario.spec.model_copy(update={"offload": offload}),
-                                   scenario.source)
+        other = scenario_from_spec(scenario.spec.model_copy(update={
+            "offload": offload, "training": _peak_batch(scenario)}), scenario.source)
         try:
             peak = _hbm_peak(other)
         except LimitError:
