@@ -241,10 +241,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _validation_report(points: str | Path) -> dict[str, Any]:
-    """``ghsim validate --json`` of one file: every point's outcome, then the summary."""
+    """``ghsim validate --json`` of one file: every point's outcome, then the summary; a
+    progress bar on standard error when it is a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     from ghsim.engine.validation import summarize, validate_file
 
-    results = validate_file(points)
+    console = Console(stderr=True)
+    with Progress(BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
+                  disable=not console.is_terminal, transient=True) as progress:
+        task = progress.add_task("validate", total=None)
+        results = validate_file(
+            points, lambda done, total: progress.update(task, completed=done, total=total))
     return {"points": [asdict(o) for o in results], **summarize(results)}
 
 
@@ -334,11 +343,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """Turn trace files into a workload file."""
     from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from ghsim.importers.cli_import import import_traces
     from ghsim.importers.cli_import import summary as import_summary
 
-    ranks = import_traces(args.traces, Path(args.output), args.format)
+    progress_console = Console(stderr=True)
+    with Progress(BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=progress_console, disable=not progress_console.is_terminal,
+                  transient=True) as progress:
+        task = progress.add_task("import", total=None)
+        ranks = import_traces(
+            args.traces, Path(args.output), args.format,
+            lambda done, total: progress.update(task, completed=done, total=total))
     info = import_summary(ranks)
     if args.json:
         _print_json(info)

@@ -236,3 +236,18 @@ def test_execution_trace_fills_shapes_a_profile_lacks(tmp_path: Path) -> None:
     et = next((TRACES / "astra-sim_astra-sim").glob("*megatron_et_0.json.gz"))
     (joined,) = import_traces([str(et), str(stripped)], tmp_path / "c.yaml")
     assert [e.flops for e in joined.events] == [e.flops for e in original.events]
+
+
+def test_a_folder_of_mixed_formats_imports(tmp_path: Path) -> None:
+    """Chakra .et files beside Kineto and execution-trace pairs (issue 12: this crashed)."""
+    from ghsim.importers.cli_import import import_traces
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    source = TRACES / "astra-sim_astra-sim"
+    for path in [*sorted(source.glob("*.et"))[:2], *sorted(source.glob("*kineto_0*")),
+                 *sorted(source.glob("*megatron_et_0*"))]:
+        (folder / path.name).write_bytes(path.read_bytes())
+    ranks = import_traces([str(folder)], tmp_path / "w.yaml")
+    assert len(ranks) == 3
+    assert (tmp_path / "w.yaml").exists()

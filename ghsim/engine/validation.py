@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,18 +38,21 @@ def validate_point(point: ValidationPointSpec, source: str, index: int) -> Point
                         bottleneck=result.bottleneck["resource"])
 
 
-def validate_file(path: str | Path) -> list[PointOutcome]:
+def validate_file(path: str | Path,
+                  on_point: Callable[[int, int], None] | None = None) -> list[PointOutcome]:
     """Simulate every point of a ``validation_points`` file; a broken point is reported as
-    failed and the others still run."""
+    failed and the others still run. ``on_point(done, total)`` follows the progress."""
     outcomes = []
-    for index, entry in enumerate(load_entries(path, "validation_points", "points",
-                                               ValidationPointSpec)):
+    entries = list(load_entries(path, "validation_points", "points", ValidationPointSpec))
+    for index, entry in enumerate(entries):
         if isinstance(entry, InputError):
             outcomes.append(PointOutcome(f"points[{index}]", None, None, None,
                                          failed=entry.line()))
         else:
             assert isinstance(entry, ValidationPointSpec)
             outcomes.append(validate_point(entry, str(path), index))
+        if on_point is not None:
+            on_point(index + 1, len(entries))
     return outcomes
 
 

@@ -69,10 +69,12 @@ def _has_key(path: Path, key: str) -> bool:
         return False
 
 
-def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list[TraceRank]:
+def import_traces(arguments: list[str], output: Path, fmt: str = "auto",
+                  on_file: Callable[[int, int], None] | None = None) -> list[TraceRank]:
     """Read every trace (one rank each) and write the workload file. Given both profiler traces
     and execution traces (automatic detection), the i-th execution trace is joined with the
-    i-th profiler trace: it fills in the shapes the profile lacks."""
+    i-th profiler trace: it fills in the shapes the profile lacks. ``on_file(done, total)``
+    follows the progress."""
     files = trace_files(arguments)
     refuse_inputs([output], files)
     kinds = [detect(path) if fmt == "auto" else fmt for path in files]
@@ -80,12 +82,17 @@ def import_traces(arguments: list[str], output: Path, fmt: str = "auto") -> list
     executions = [p for p, k in zip(files, kinds, strict=True) if k == "pytorch-et"]
     joined = fmt == "auto" and profiles and len(profiles) == len(executions)
     ranks: list[TraceRank] = []
+    profiled: list[TraceRank] = []
     for index, (path, kind) in enumerate(zip(files, kinds, strict=True)):
         if joined and kind == "pytorch-et":
             continue
         ranks.append(READERS[kind](path, len(ranks) if joined else index))
-    if joined:
-        for rank, execution in zip(ranks, executions, strict=True):
+        if kind == "kineto":
+            profiled.append(ranks[-1])
+        if on_file is not None:
+            on_file(index + 1, len(files))
+    if joined:  # only the profiler traces take shapes from the execution traces
+        for rank, execution in zip(profiled, executions, strict=True):
             join_execution_trace(rank, execution)
     seen = Counter(r.rank for r in ranks)
     if any(count > 1 for count in seen.values()):
