@@ -365,8 +365,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    """Print the JSON Schema of one kind of file, or of all of them."""
-    from ghsim.config.schema_export import json_schema
+    """Print the JSON Schema of one kind of file, or of all of them; offload strategies are
+    listed as the policies registered now, so editors offer every one, new ones included."""
+    from ghsim.config.schema_export import json_schema as plain_schema
+    from ghsim.workload.offload import POLICIES
+
+    def json_schema(kind: str) -> dict[str, Any]:
+        schema = plain_schema(kind)
+        offload = schema.get("$defs", {}).get("OffloadSpec", {}).get("properties", {})
+        if "strategy" in offload:
+            offload["strategy"]["enum"] = sorted(POLICIES)
+        return schema
 
     if args.kind is None:
         _print_json({kind: json_schema(kind) for kind in SCHEMA_KINDS})

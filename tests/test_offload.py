@@ -156,3 +156,46 @@ def test_the_peak_of_another_strategy_needs_only_the_micro_batches_in_flight(
                                base.source)
     assert short.layout.micro_batches < base.layout.micro_batches
     assert _hbm_peak(short) == pytest.approx(_hbm_peak(base), rel=1e-9)
+
+
+def test_a_new_offload_policy_needs_no_schema_edit() -> None:
+    """Registering a policy is all it takes: the scenario loads, lowers and simulates."""
+    from ghsim.workload.offload import POLICIES, OffloadPolicy, register
+
+    @register("test_nothing_moves")
+    class NothingMoves(OffloadPolicy):
+        """Keeps everything in HBM, under another name."""
+
+    try:
+        result = simulate(load_scenario("llama3-8b-gh200-offload", [
+            "offload.strategy=test_nothing_moves", "model.layers=2", "training.global_batch=2"]))
+        assert result.step_time_s > 0 and result.memory["lpddr"]["peak_bytes"] == 0
+    finally:
+        POLICIES.pop("test_nothing_moves")
+
+
+def test_a_misspelt_strategy_is_one_line_naming_the_key(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from ghsim.cli import main
+
+    assert main(["run", "llama3-8b-gh200", "--set", "offload.strategy=optimiser"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "offload.strategy" in err[0] and "'optimizer'" in err[0], err
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("schema_version: 1\nkind: sweep\nname: s\nbase: llama3-8b-gh200\n"
+                     "grid:\n  offload.strategy: [none, paramz]\n")
+    assert main(["sweep", str(sweep), "--workers", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "grid.offload.strategy" in err[0] and "'params'" in err[0], err
+
+
+def test_the_json_schema_lists_the_registered_strategies(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from ghsim.cli import main
+    from ghsim.workload.offload import POLICIES
+
+    assert main(["schema", "scenario"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["$defs"]["OffloadSpec"]["properties"]["strategy"]["enum"] == sorted(POLICIES)

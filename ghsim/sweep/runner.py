@@ -212,10 +212,24 @@ def _dask(sweep: Sweep, points: list[Point], address: str,
             client.cancel(futures)  # type: ignore[no-untyped-call]
 
 
+def _check_strategies(sweep: Sweep) -> None:
+    """Offload strategies are registered policies, not schema values: a misspelt one in the
+    grid or a case is a mistake in the sweep file, refused before any point runs."""
+    from ghsim.workload.offload import policy_class
+
+    key = "offload.strategy"
+    given = [(f"grid.{key}", value) for value in sweep.spec.grid.get(key, [])]
+    given += [(f"cases[{i}].{key}", case[key]) for i, case in enumerate(sweep.spec.cases)
+              if key in case]
+    for where, value in given:
+        policy_class(str(value), sweep.source, where)
+
+
 def run_sweep(sweep: Sweep, workers: int | None = None, scheduler: str | None = None,
               cache_dir: str | Path | None = None,
               on_result: Callable[[dict[str, Any], int], None] | None = None) -> SweepOutcome:
     """Run every point; ``on_result(record, total)`` is called as each one finishes."""
+    _check_strategies(sweep)
     points = sweep.points()
     cache = str(cache_dir) if cache_dir is not None else None
     if cache is not None:

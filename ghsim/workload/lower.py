@@ -26,7 +26,7 @@ from ghsim.workload import kernels as K
 from ghsim.workload.activations import head_activation_bytes, layer_activation_bytes
 from ghsim.workload.ir import Kernel, RankClass, Step, Workload, check_dag
 from ghsim.workload.modelsize import model_flops_per_token, parameter_count
-from ghsim.workload.offload import POLICIES, offload_policy
+from ghsim.workload.offload import offload_policy, policy_class
 from ghsim.workload.placement import place_groups
 from ghsim.workload.schedule import Pass, pipeline_order
 from ghsim.workload.shapes import LayerShapes, layer_shapes
@@ -351,7 +351,7 @@ def estimate_work(scenario: Scenario) -> WorkEstimate:
     (and weight gather) per layer at most."""
     layout, spec = scenario.layout, scenario.spec
     layers = -(-spec.model.layers // (layout.pp * layout.vp))
-    per_layer = POLICIES[spec.offload.strategy].per_layer
+    per_layer = policy_class(spec.offload.strategy, scenario.source).per_layer
     passes = 2 * layout.micro_batches * layout.vp
     units = 3 * layers if per_layer else 1
     ops = layout.pp * (passes * (units + 3) + 4 * layout.vp * (layers + 1) + 16)

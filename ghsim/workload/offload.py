@@ -15,6 +15,7 @@ copies and host work that moving them costs. One registered policy per ``offload
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from typing import ClassVar
@@ -45,9 +46,20 @@ def register(name: str) -> Callable[[type[OffloadPolicy]], type[OffloadPolicy]]:
     return add
 
 
+def policy_class(name: str, source: str, key: str = "offload.strategy") -> type[OffloadPolicy]:
+    """The registered policy called ``name``, or a :class:`ConfigError` naming ``source`` and
+    ``key`` with the registered names."""
+    if name not in POLICIES:
+        close = difflib.get_close_matches(name, POLICIES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(source, key, f"expected a registered offload strategy "
+                          f"({', '.join(sorted(POLICIES))}), got {name!r}{hint}")
+    return POLICIES[name]
+
+
 def offload_policy(scenario: Scenario) -> OffloadPolicy:
     """The policy the scenario names."""
-    return POLICIES[scenario.spec.offload.strategy](scenario)
+    return policy_class(scenario.spec.offload.strategy, scenario.source)(scenario)
 
 
 @register("none")

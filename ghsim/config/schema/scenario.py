@@ -8,6 +8,7 @@ from pydantic import Field
 
 from ghsim.config.schema.base import (
     DocumentSpec,
+    Name,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -18,9 +19,6 @@ from ghsim.config.schema.refs import Ref
 from ghsim.config.schema.system import SystemSpec
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
-OffloadStrategy = Literal[
-    "none", "optimizer", "optimizer_overlap", "params", "activations", "unified_memory"
-]
 
 
 class TrainingSpec(Spec):
@@ -64,7 +62,12 @@ class ParallelismSpec(Spec):
 class OffloadSpec(Spec):
     """Which offload strategy (DESIGN.md section 6) the step uses, and its knobs."""
 
-    strategy: OffloadStrategy = "none"
+    strategy: Name = Field(
+        default="none", description="A registered offload policy (ghsim.workload.offload): "
+        "none, optimizer, optimizer_overlap, params, activations, unified_memory. A new policy "
+        "registers itself with @register(name) and needs no change to this schema; the name is "
+        "checked when the step is lowered (and before a sweep runs).",
+    )
     fraction: float = Field(
         default=1.0, gt=0.0, le=1.0,
         description="Share of what the strategy moves (optimizer states, weights, activations) "
