@@ -86,6 +86,8 @@ class FlowNetwork:
     transfers: list[tuple[str, str, float, float, float]] = field(default_factory=list)
     """Every finished flow: its owner (rank class), traffic kind, start, end, bytes."""
     _on_link: dict[str, set[int]] = field(default_factory=dict)
+    _of_owner: dict[str, set[int]] = field(default_factory=dict)
+    """Flows in flight by owner (every compute op asks about its own class's)."""
     _used: dict[str, float] = field(default_factory=dict)
     """Bytes per second in use on each link (every copy counted)."""
     _next_id: int = 0
@@ -158,6 +160,7 @@ class FlowNetwork:
             self._schedule(key, flow)
             return
         del self.flows[key]
+        self._of_owner[flow.owner].discard(key)
         self._set_rate(flow, 0.0)
         for link in flow.path.links:
             self._on_link[link].discard(key)
@@ -182,14 +185,15 @@ class FlowNetwork:
         self.flows[key] = _Flow(path, nbytes, done, owner, traffic, now, nbytes, now)
         for link in path.links:
             self._on_link.setdefault(link, set()).add(key)
+        self._of_owner.setdefault(owner, set()).add(key)
         self._rebalance([key], set())
         return done
 
     def busy_for_s(self, owner: str, traffic: frozenset[str]) -> float:
         """How much longer ``owner``'s flows of ``traffic`` run at their current rates."""
         now = self.env.now
-        left = [f.left_at(now) / f.rate for f in self.flows.values()
-                if f.owner == owner and f.traffic in traffic and f.rate > 0]
+        flows = (self.flows[i] for i in self._of_owner.get(owner, ()))
+        left = [f.left_at(now) / f.rate for f in flows if f.traffic in traffic and f.rate > 0]
         return max(left, default=0.0)
 
     def finish(self) -> None:

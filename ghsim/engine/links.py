@@ -12,6 +12,7 @@ from typing import Any
 from ghsim.engine.attribution import critical_class
 from ghsim.engine.fluid import FlowNetwork
 from ghsim.engine.simulator import Timeline
+from ghsim.hardware.graph import Endpoint
 
 PER_KIND = 2
 """How many of the busiest links of each kind the result lists."""
@@ -59,8 +60,8 @@ def host_usage(timeline: Timeline, step_s: float, link: str) -> dict[str, Any]:
     network = timeline.network
     view: dict[str, Any] = {"link": link}
     cls = critical_class(timeline)
-    gpu = f"n{cls.rank_class.first_rank // _gpus_per_node(timeline)}." \
-          f"gpu{cls.rank_class.first_rank % _gpus_per_node(timeline)}"
+    node, local = divmod(cls.rank_class.first_rank, timeline.gpus_per_node)
+    gpu = str(Endpoint(node, f"gpu{local}"))
     for direction in ("h2d", "d2h"):
         names = _gpu_links(network, gpu, f"_{direction}") if network else []
         view[f"{direction}_bytes"] = sum(network.usage[n].bytes for n in names) if network else 0.0
@@ -70,7 +71,3 @@ def host_usage(timeline: Timeline, step_s: float, link: str) -> dict[str, Any]:
            if owner == cls.rank_class.name and traffic == "cpu"]
     view["cpu_utilization"] = _union_s(cpu) / step_s if step_s > 0 else 0.0
     return view
-
-
-def _gpus_per_node(timeline: Timeline) -> int:
-    return timeline.gpus_per_node

@@ -19,7 +19,7 @@ import simpy
 
 from ghsim.costmodel.gpu import GpuCostModel
 from ghsim.costmodel.host import HostCostModel
-from ghsim.engine.body import Segment, segments
+from ghsim.engine.body import Segment, overlapped_s, segments
 from ghsim.engine.fluid import FlowNetwork
 from ghsim.fabric.traffic import Plan, TrafficPlanner
 from ghsim.workload.ir import Comm, Kernel, Op, RankClass, Step, Workload
@@ -154,8 +154,10 @@ class Simulator:
             exchange = self._recorded(plan, wire, rank_class.name, step.group, ended)
             beside = self.env.timeout(segment.overlap_s * (1 + self.gpu.overlap_slowdown))
             yield self.env.all_of([beside, self.env.process(exchange)])
-            comm_s = ended[0] - start
-            yield self.env.timeout(min(segment.overlap_s, comm_s) / max(group.size, 1))
+            # both have run side by side; what is left is the chunk that could not overlap
+            total = overlapped_s(segment.overlap_s, ended[0] - start, self.gpu.overlap_slowdown,
+                                 group.size)
+            yield self.env.timeout(max(0.0, start + total - self.env.now))
             exposed = self.env.now - start - segment.overlap_s
             parts[step.group] = parts.get(step.group, 0.0) + exposed
             timeline.comm_spans.append((step.group, start, self.env.now))

@@ -81,6 +81,7 @@ class TrafficPlanner:
         self._ring_twins: dict[int, Plan] = {}
         """The ring layout beside each NVLS layout (NCCL picks between them by size)."""
         self._routes: dict[tuple[int, str], list[Hop]] = {}
+        self._sharers: dict[str, int] = {}
         gpn = graph.gpus_per_node
         self._nic_of_local = [int(graph.nearest_nic(f"gpu{i}")[3:]) if graph.fabric else 0
                               for i in range(gpn)]
@@ -355,12 +356,15 @@ class TrafficPlanner:
         return path
 
     def sharers_of_host(self, rank_class: RankClass) -> int:
-        """Members of the class that share the representative's host CPU."""
-        rep = self.graph.gpu(rank_class.first_rank)
-        cpu = self.graph.host_cpu(rep)
-        return sum(1 for r in self._class_ranks(rank_class)
-                   if self._node(r) == rep.node
-                   and self.graph.host_cpu(self.graph.gpu(r)) == cpu)
+        """Members of the class that share the representative's host CPU (cached: every
+        host op of the class asks)."""
+        if rank_class.name not in self._sharers:
+            rep = self.graph.gpu(rank_class.first_rank)
+            cpu = self.graph.host_cpu(rep)
+            self._sharers[rank_class.name] = sum(
+                1 for r in self._class_ranks(rank_class)
+                if self._node(r) == rep.node and self.graph.host_cpu(self.graph.gpu(r)) == cpu)
+        return self._sharers[rank_class.name]
 
 
 def traffic_planner(system: SystemSpec, layout: Layout) -> TrafficPlanner:
