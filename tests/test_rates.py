@@ -34,14 +34,14 @@ OLD: dict[str, dict[str, object]] = {
         "host_link.h2d_copy": 375, "host_link.d2h_copy": 297, "host_link.gpu_read_host": 420.2,
         "host_link.gpu_write_host": 380.1, "host_link.cpu_read_device": 238.4,
         "host_link.cpu_write_device": 287.2, "nvlink.nccl": 370, "nvlink.nvls": 480,
-        "migration": 375, "peak_tflops": HOPPER_TFLOPS,
+        "migration": 9, "peak_tflops": HOPPER_TFLOPS,
     },
     "gh200-144gb": {
         "memory.stream": 4165, "memory.elementwise": 2361, "memory.softmax": 1514,
         "host_link.h2d_copy": 375, "host_link.d2h_copy": 297, "host_link.gpu_read_host": 420.2,
         "host_link.gpu_write_host": 380.1, "host_link.cpu_read_device": 238.4,
         "host_link.cpu_write_device": 287.2, "nvlink.nccl": 370, "nvlink.nvls": 480,
-        "migration": 375, "peak_tflops": HOPPER_TFLOPS,
+        "migration": 9, "peak_tflops": HOPPER_TFLOPS,
     },
     "h100-sxm5-80gb": {
         "memory.stream": 2848, "memory.elementwise": 1614, "memory.softmax": 1035,

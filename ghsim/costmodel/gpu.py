@@ -1,12 +1,16 @@
 """GPU kernel costs: a roofline with measured efficiencies and wave quantization.
 
 Peaks are SMs x clock x FLOP per clock per SM, and bandwidths fractions of the HBM's peak, so
-a lower clock or slower memory moves every kernel. A GEMM runs at
-``peak[dtype] x gemm_efficiency[dtype] x wave efficiency``, where the wave
-efficiency is the fraction of tile slots doing useful work when the output's tiles are spread
-one per SM in waves; a fused attention kernel at ``peak x attention_efficiency``; everything is
-also bounded by HBM traffic at the achievable (STREAM) bandwidth; element-wise kernels are
-memory-bound. Each kernel costs the launch gap on top.
+a lower clock or slower memory moves every kernel. A GEMM's throughput is set relative to the
+measured best shape of a sweep (``gemm_efficiency`` at ``gemm_reference_shape``) by two factors
+that shape sweeps show: the wave efficiency (the fraction of tile slots doing useful work when
+the output's tiles are spread one per SM in waves: tile and wave quantization, and skinny
+outputs that leave SMs idle) and the reduction-length factor ``K / (K + k_half)`` (pipeline fill
+and epilogue per tile, heavier for FP8); it never exceeds the best shape, the most any shape of
+the sweep reached (large GEMMs plateau there, bounded by power and clocks rather than by their
+shape). A fused attention kernel runs at ``peak x attention_efficiency``; everything is also
+bounded by HBM traffic at the achievable (STREAM) bandwidth, which is what skinny GEMMs hit;
+element-wise kernels are memory-bound. Each kernel costs the launch gap on top.
 """
 
 from __future__ import annotations
@@ -35,8 +39,11 @@ class GpuCostModel:
     sms: int
     tile: tuple[int, int]
     launch_s: float
-    k_half: float
-    reference_k: int
+    k_half: dict[str, float]
+    """Per dtype (``"*"``: every dtype not listed)."""
+    reference: dict[str, tuple[int, int, int]]
+    """Per dtype (``"*"``: the rest): the (M, N, K) at which gemm_efficiency was measured; M
+    and N of 0 stand for full waves."""
     overlap_slowdown: float
     """Fraction by which kernels slow down while communication runs beside them."""
 
@@ -50,24 +57,39 @@ class GpuCostModel:
         return value
 
     def wave_efficiency(self, m: int, n: int) -> float:
-        """Useful fraction of the tile slots a GEMM with an ``m x n`` output occupies."""
+        """Useful fraction of the tile slots a GEMM with an ``m x n`` output occupies
+        (1 for ``m`` or ``n`` of 0: full waves)."""
+        if m <= 0 or n <= 0:
+            return 1.0
         tm, tn = self.tile
         tiles = math.ceil(m / tm) * math.ceil(n / tn)
         waves = math.ceil(tiles / self.sms)
         return (m * n) / (waves * self.sms * tm * tn)
 
-    def k_efficiency(self, k: int) -> float:
-        """Throughput at reduction length ``k`` relative to the measured reference shape's."""
-        def scale(x: float) -> float:
-            return x / (x + self.k_half)
+    def _k_half(self, dtype: str) -> float:
+        return self.k_half.get(dtype, self.k_half.get(_FALLBACK.get(dtype, ""),
+                                                        self.k_half["*"]))
 
-        return min(1.0, scale(k) / scale(self.reference_k))
+    def _reference(self, dtype: str) -> tuple[int, int, int]:
+        return self.reference.get(dtype, self.reference.get(_FALLBACK.get(dtype, ""),
+                                                            self.reference["*"]))
+
+    def k_factor(self, k: int, dtype: str = "bf16") -> float:
+        """``k / (k + k_half)``: the share of a tile's time spent in its main loop."""
+        return k / (k + self._k_half(dtype))
+
+    def shape_efficiency(self, m: int, n: int, k: int, dtype: str = "bf16") -> float:
+        """Throughput of an ``m x n x k`` GEMM relative to the measured reference shape's:
+        the ratio of their wave and K factors, at most 1."""
+        rm, rn, rk = self._reference(dtype)
+        this = self.wave_efficiency(m, n) * self.k_factor(k, dtype)
+        return min(1.0, this / (self.wave_efficiency(rm, rn) * self.k_factor(rk, dtype)))
 
     def gemm_s(self, kernel: Kernel) -> float:
         m, n, k = kernel.shape
         peak = self._lookup(self.peak_flops, kernel.dtype, "flops_per_clock_per_sm")
         efficiency = self._lookup(self.gemm_efficiency, kernel.dtype, "gemm_efficiency")
-        efficiency *= self.wave_efficiency(m, n) * self.k_efficiency(k)
+        efficiency *= self.shape_efficiency(m, n, k, kernel.dtype)
         compute = kernel.flops / (peak * efficiency)
         return max(compute, kernel.bytes / self.hbm_bytes_per_s)
 
@@ -92,8 +114,9 @@ class GpuCostModel:
         return busy + self.launch_s
 
 
-def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
-    """The cost model of a GPU part, or a :class:`ConfigError` naming what it lacks."""
+def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCostModel:
+    """The cost model of a GPU part (at a sustained SM clock of ``clock_ghz``, if given, instead
+    of the clock its peaks refer to), or a :class:`ConfigError` naming what it lacks."""
     gpu = part.gpu
     if gpu is None:
         raise ConfigError(part.name, "gpu", "expected a GPU part")
@@ -117,9 +140,18 @@ def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
         raise ConfigError(part.name, missing[0], "is needed to simulate this GPU (with a source)")
     assert compute.gemm_tile and compute.kernel_launch_us
     assert compute.gemm_k_half and compute.gemm_reference_k
+    k_half: dict[str, float] = (
+        {str(d): v for d, v in compute.gemm_k_half.items()}
+        if isinstance(compute.gemm_k_half, dict) else {"*": compute.gemm_k_half})
+    if "*" not in k_half:
+        k_half["*"] = max(k_half.values())  # a dtype not listed: the heavier fixed cost
+    reference = {str(d): (s[0], s[1], s[2])
+                 for d, s in (compute.gemm_reference_shape or {}).items()}
+    reference["*"] = (0, 0, compute.gemm_reference_k)
     return GpuCostModel(
         part=part.name,
-        peak_flops=compute.peak_flops_per_s(),
+        peak_flops={dtype: flops * (clock_ghz / compute.clock_ghz if clock_ghz else 1.0)
+                    for dtype, flops in compute.peak_flops_per_s().items()},
         gemm_efficiency={str(k): v for k, v in compute.gemm_efficiency.items()},
         attention_efficiency={str(k): v for k, v in compute.attention_efficiency.items()},
         hbm_bytes_per_s=rates["stream"] or 0.0,
@@ -128,7 +160,7 @@ def gpu_cost_model(part: HardwareSpec) -> GpuCostModel:
         sms=compute.sms,
         tile=(compute.gemm_tile[0], compute.gemm_tile[1]),
         launch_s=compute.kernel_launch_us * 1e-6,
-        k_half=compute.gemm_k_half,
-        reference_k=compute.gemm_reference_k,
+        k_half={str(d): float(v) for d, v in k_half.items()},
+        reference=reference,
         overlap_slowdown=compute.comm_overlap_slowdown or 0.0,
     )

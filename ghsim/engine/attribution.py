@@ -83,7 +83,7 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
                 parts["other"] += gap
         own = cls.compute_parts.get(span.op) or {_category(cls, span.op): span.end - span.start}
         for category, seconds in own.items():
-            if category in ("tp", "cp"):
+            if category in ("tp", "cp", "cpu"):  # cpu: the GPU waited for its host's launches
                 parts[category] += seconds
             else:
                 parts["compute"] += seconds

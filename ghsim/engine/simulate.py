@@ -15,7 +15,7 @@ from ghsim.costmodel.host import host_cost_model
 from ghsim.engine.attribution import breakdown
 from ghsim.engine.links import busiest_links, host_usage
 from ghsim.engine.result import Result
-from ghsim.engine.simulator import Simulator, Timeline
+from ghsim.engine.simulator import KernelIssue, Simulator, Timeline
 from ghsim.errors import LimitError
 from ghsim.fabric.traffic import traffic_planner
 from ghsim.importers.replay import replay_workload
@@ -33,8 +33,9 @@ _WHY = {
     "cp": "context-parallel key/value exchanges are exposed",
     "dp": "data-parallel gradient or weight collectives are not hidden behind compute",
     "pp": "pipeline activations and gradients are exposed while in flight",
-    "cpu": "the host CPU keeps the GPU waiting (the optimizer step on the host, or, in an "
-           "imported trace, kernels launched later than the GPU could run them)",
+    "cpu": "the host CPU keeps the GPU waiting (the optimizer step on the host, kernels "
+           "shorter than the framework's time to issue them, or, in an imported trace, kernels "
+           "launched later than the GPU could run them)",
     "offload": "copies between HBM and host memory over the host link are exposed",
     "migration": "unified-memory page migration stalls the kernels that fault",
 }
@@ -285,6 +286,29 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _power_warnings(spec: ScenarioSpec) -> list[str]:
+    """Say so when a power cap is known but not turned into a clock."""
+    node = spec.system.node
+    if node.power_limit_w is None or node.gpu_clock_ghz is not None:
+        return []
+    clock = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
+    return [f"the GPU modules are capped at {node.power_limit_w:g} W, which ghsim does not turn "
+            f"into a clock (no published measurement relates them): compute runs at "
+            f"{clock:g} GHz, the clock {node.gpu.name}'s measured efficiencies refer to; set "
+            f"system.node.gpu_clock_ghz to the clock the system sustains"]
+
+
+def _kernel_issue(spec: ScenarioSpec, workload: Workload) -> KernelIssue:
+    """The host thread issuing the lowered step's kernels; none for a replayed trace (its own
+    launch times are replayed) or a microbenchmark."""
+    cpu = spec.system.node.cpu.cpu
+    per_kernel = cpu.compute.kernel_issue_us if cpu is not None else None
+    if not per_kernel or "replay" in workload.attrs or spec.microbenchmark is not None:
+        return KernelIssue()
+    graphs = bool(getattr(spec.training, "cuda_graphs", False))
+    return KernelIssue(per_kernel * 1e-6, graphs)
+
+
 def simulate(scenario: Scenario) -> Result:
     """Simulate one optimizer step of ``scenario``."""
     with _collector_paused():
@@ -294,11 +318,11 @@ def simulate(scenario: Scenario) -> Result:
 def _simulate(scenario: Scenario) -> Result:
     spec, layout = scenario.spec, scenario.layout
     workload = scenario_workload(scenario)
-    gpu = gpu_cost_model(spec.system.node.gpu)
+    gpu = gpu_cost_model(spec.system.node.gpu, spec.system.node.gpu_clock_ghz)
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
     overlap = spec.parallelism.tp_comm_overlap and spec.parallelism.sequence_parallel
-    timeline = Simulator(workload, gpu, planner, host, overlap).run()
+    timeline = Simulator(workload, gpu, planner, host, overlap, _kernel_issue(spec, workload)).run()
     step = timeline.step_time_s
     parts, compute = breakdown(timeline)
     if spec.microbenchmark is not None:
@@ -311,6 +335,7 @@ def _simulate(scenario: Scenario) -> Result:
     peak = gpu.peak_flops[GEMM_DTYPE[spec.training.precision]]
     memory, warnings = _memory(scenario, workload, timeline)
     warnings += _replay_warnings(workload, timeline)
+    warnings += _power_warnings(spec)
     return Result(
         step_time_s=step,
         tokens_per_s=tokens_per_s,

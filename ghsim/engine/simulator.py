@@ -88,11 +88,39 @@ def _category(step: Kernel) -> str:
         step.klass, "elementwise")
 
 
+@dataclass(frozen=True)
+class KernelIssue:
+    """The framework thread that issues each rank's kernels, one after another.
+
+    It runs ahead of the GPU (kernels queue on their streams), so it only holds the GPU back
+    where kernels are shorter than the time to issue them. A compute op of ``n`` launches of
+    ``kernel_s`` seconds each, whose issue starts at ``h`` while the GPU is free from ``t``,
+    ends at ``max(t + n g, h + c + n g, h + n c + g)`` for kernels of ``g`` seconds each: the
+    GPU's own time, the first launch's delay, or the host's pace with the last kernel after
+    it. With CUDA graphs a captured op is one launch.
+    """
+
+    kernel_s: float = 0.0
+    graphs: bool = False
+
+    def launches(self, body: tuple[Step, ...]) -> int:
+        return min(1, len(body)) if self.graphs else len(body)
+
+    def wait_s(self, issued: float, now: float, launches: int, gpu_s: float) -> float:
+        """How long an op whose issue starts at ``issued`` waits for its host, past ``now``."""
+        c = self.kernel_s
+        if c <= 0 or launches <= 0:
+            return 0.0
+        g = gpu_s / launches
+        return max(0.0, issued + c - now, issued + launches * c + g - now - gpu_s)
+
+
 class Simulator:
     """Simulates one optimizer step of a workload."""
 
     def __init__(self, workload: Workload, gpu: GpuCostModel, planner: TrafficPlanner,
-                 host: HostCostModel, tp_comm_overlap: bool = False) -> None:
+                 host: HostCostModel, tp_comm_overlap: bool = False,
+                 issue: KernelIssue | None = None) -> None:
         self.workload = workload
         self.gpu = gpu
         self.planner = planner
@@ -104,6 +132,9 @@ class Simulator:
         self.arrival_s: dict[tuple[Any, ...], float] = {}
         self.tp_comm_overlap = tp_comm_overlap
         self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[Segment, ...]]] = {}
+        self.issue = issue or KernelIssue()
+        self.host_clock: dict[str, float] = {}
+        """Per rank class: when its framework thread has issued every compute op so far."""
         self.timelines = [ClassTimeline(c) for c in workload.classes]
         self.stage_rank = {c.stage: c.first_rank for c in workload.classes}
         self.events = 0
@@ -213,6 +244,14 @@ class Simulator:
             if "fallback_s" in op.attrs:
                 parts[op.attrs["category"]] = op.attrs["fallback_s"]
                 body = (Segment(op.attrs["fallback_s"]),)
+            elif "not_before_s" not in op.attrs:  # an imported trace has its own launch times
+                launches = self.issue.launches(op.body)
+                issued = self.host_clock.get(owner, 0.0)
+                self.host_clock[owner] = issued + launches * self.issue.kernel_s
+                wait = self.issue.wait_s(issued, self.env.now, launches, sum(kernels.values()))
+                if wait > 0:
+                    parts["cpu"] = wait
+                    yield self.env.timeout(wait)
             busy = self.network.busy_for_s(owner, _COMM_TRAFFIC)
             overlap = min(busy, sum(kernels.values()))
             if overlap > 0 and self.gpu.overlap_slowdown:
@@ -249,13 +288,18 @@ class Simulator:
                 path = self.planner.host(rank_class, "host", "cpu", cap)
                 yield self.network.transfer(path, op.bytes, owner, "cpu")
         elif op.kind == "migrate":
-            moved_in, moved_out = op.attrs["in_bytes"], op.attrs["out_bytes"]
-            yield self.env.timeout(op.attrs["faults"] * self.host.fault_s)
-            ends = [self.network.transfer(self.planner.host(rank_class, toward, "migration"),
-                                          nbytes, owner, "migration")
-                    for toward, nbytes in (("device", moved_in), ("host", moved_out)) if nbytes]
-            if ends:
-                yield self.env.all_of(ends)
+            # Bound by the driver's fault service, not the link: each direction is a flow on
+            # the copy engines' path capped at the measured migration rate, so it takes only
+            # its own share of the link. The driver evicts to make room before it brings pages
+            # in, so the two directions run one after the other (costmodel/host.py).
+            if op.attrs["faults"] and self.host.fault_s:
+                yield self.env.timeout(op.attrs["faults"] * self.host.fault_s)
+            cap = self.host.migration_bytes_per_s
+            for toward, use, nbytes in (("host", "d2h_copy", op.attrs["out_bytes"]),
+                                        ("device", "h2d_copy", op.attrs["in_bytes"])):
+                if nbytes:
+                    yield self.network.transfer(self.planner.host(rank_class, toward, use, cap),
+                                                nbytes, owner, "migration")
         else:
             raise NotImplementedError(f"the engine cannot run {op.kind!r} ops")
 

@@ -2,8 +2,10 @@
 
 Tensor by tensor as in Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
 Transformer Models", arXiv:2205.05198, section 4), generalized to grouped-query attention, gated
-MLPs, flash attention and context parallelism. For a GPT layer with dropout, standard attention
-and tensor parallelism ``t`` this reproduces their closed forms (bytes per layer):
+MLPs, flash attention, context parallelism and query/key norms (whose inputs, the projected
+queries and keys, are kept beside the normalized Q, K and V the attention core keeps). For a
+GPT layer with dropout, standard attention and tensor parallelism ``t`` this reproduces their
+closed forms (bytes per layer):
 
 * no sequence parallelism:  ``s b h (10 + 24/t + 5 a s / (h t))``
 * sequence parallelism:     ``s b h (34/t + 5 a s / (h t))``
@@ -28,6 +30,7 @@ def layer_activation_bytes(s: LayerShapes) -> float:
         outside * h * e  # norm input
         + outside * h * e  # QKV GEMM input (SP keeps it sharded and re-gathers it)
         + t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V
+        + (t * (s.q_width + s.kv_width) * e if s.qk_norm else 0)  # Q and K norms' inputs
         + t * s.q_width * e  # attention output: the projection's input
         + outside * h * mask  # dropout mask after the projection
     )

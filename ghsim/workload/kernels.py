@@ -42,8 +42,12 @@ def _fp8_cast(name: str, elements: int, s: LayerShapes) -> list[Step]:
     ``input_transpose``; ``quantize`` with ``columnwise_usage`` in training)."""
     if not s.fp8:
         return []
-    return [Kernel(f"{name}.fp8_cast_transpose", 0.0, elements * (s.act_bytes + 2), "bf16",
-                   (elements,))]
+    data = float(elements * (s.act_bytes + 2))
+    if s.fp8_recipe == "tensorwise":  # the tensor's amax is reduced before it is cast
+        data += elements * s.act_bytes
+    elif s.fp8_recipe == "blockwise":  # an FP32 scale per 128 values, row- and column-wise
+        data += 2 * elements * 4 / 128
+    return [Kernel(f"{name}.fp8_cast_transpose", 0.0, data, "bf16", (elements,))]
 
 
 def _tp(name: str, collective: str, s: LayerShapes) -> list[Step]:
@@ -61,7 +65,15 @@ def _cp_kv(name: str, collective: str, s: LayerShapes) -> list[Step]:
 
 
 def attention_core(s: LayerShapes) -> list[Step]:
-    """Scores, softmax and the weighted sum of values, for this rank's queries."""
+    """Scores, softmax and the weighted sum of values, for this rank's queries.
+
+    The FLOPs are those of the Megatron convention (``4 t s`` heads x head_dim, a causal mask
+    not halved), so that they sum to the model FLOPs. A document mask (``attention_mask:
+    document``) lets flash attention skip the blocks across documents: its executed work is
+    ``s.attention_work`` (sum of d^2 over the documents / s^2) of that, while the model FLOPs,
+    which ignore the mask as Megatron's formula does, stay as they are. Its bytes (Q, K, V in,
+    the output out) do not change. Standard attention computes every score and masks it.
+    """
     t, keys = s.tokens, s.seq_len
     flops = 4.0 * t * keys * s.q_width
     qkv = t * (s.q_width + 2 * s.kv_width) * s.act_bytes
@@ -69,8 +81,8 @@ def attention_core(s: LayerShapes) -> list[Step]:
         qkv += (s.cp - 1) * t * 2 * s.kv_width * s.act_bytes  # remote K/V chunks
     if s.flash:
         data = qkv + t * s.q_width * s.act_bytes
-        return [Kernel("attn.flash", flops, data, s.gemm_dtype if not s.fp8 else "bf16",
-                       (t, keys, s.q_width), "attention")]
+        return [Kernel("attn.flash", flops * s.attention_work, data,
+                       s.gemm_dtype if not s.fp8 else "bf16", (t, keys, s.q_width), "attention")]
     # Unfused attention (Megatron before flash attention): two batched GEMMs per head, with
     # K = head_dim for the scores and K = keys for the weighted sum, and a fused
     # scale-mask-softmax (plus dropout) over the s x s scores between them.
@@ -95,8 +107,11 @@ def layer_forward(s: LayerShapes) -> list[Step]:
     steps: list[Step] = [_eltwise("ln1", s.sp_tokens * h, s, klass="norm")]
     steps += _tp("ln1.all_gather", "all_gather", s) if sp else []
     steps += _fp8_cast("qkv", t * h, s)
-    steps += [_gemm("qkv", t, s.q_width + 2 * s.kv_width, h, s),
-              _eltwise("rope", t * (s.q_width + s.kv_width), s)]
+    steps += [_gemm("qkv", t, s.q_width + 2 * s.kv_width, h, s)]
+    if s.qk_norm:  # Qwen3 / Megatron --qk-layernorm: normalized before RoPE
+        steps += [_eltwise("q_norm", t * s.q_width, s, klass="norm"),
+                  _eltwise("k_norm", t * s.kv_width, s, klass="norm")]
+    steps += [_eltwise("rope", t * (s.q_width + s.kv_width), s)]
     steps += _cp_kv("attn.cp_kv_gather", "all_gather", s)
     steps += attention_core(s)
     steps += _fp8_cast("proj", t * s.q_width, s)
@@ -108,6 +123,8 @@ def layer_forward(s: LayerShapes) -> list[Step]:
     steps += _tp("ln2.all_gather", "all_gather", s) if sp else []
     steps += _fp8_cast("mlp_up", t * h, s)
     steps += [_gemm("mlp_up", t, up, h, s),
+              # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
+              # and the up halves; gelu, relu, squared_relu and xielu read one input
               _eltwise("mlp_act", t * s.ffn, s, reads=2 if s.gated else 1)]
     steps += _fp8_cast("mlp_down", t * s.ffn, s)
     steps += [_gemm("mlp_down", t, h, s.ffn, s)]
@@ -182,11 +199,20 @@ def embedding_backward(s: LayerShapes) -> list[Step]:
     return [_eltwise("embedding.bwd", s.sp_tokens * s.hidden, s, reads=2)]
 
 
+def _logits(s: LayerShapes) -> Kernel:
+    """The output layer's GEMM. Under FP8 it stays BF16: Megatron's output layer is its own
+    ColumnParallelLinear, not a Transformer Engine module, so fp8_autocast leaves it alone."""
+    if not s.fp8:
+        return _gemm("logits", s.tokens, s.vocab, s.hidden, s)
+    return _gemm("logits", s.tokens, s.vocab, s.hidden, replace(s, gemm_dtype="bf16",
+                                                                  weight_bytes=s.act_bytes))
+
+
 def head_forward(s: LayerShapes) -> list[Step]:
     """Final norm, logits GEMM over this rank's vocabulary shard, and the cross-entropy loss."""
     steps: list[Step] = [_eltwise("final_ln", s.sp_tokens * s.hidden, s, klass="norm")]
     steps += _tp("final_ln.all_gather", "all_gather", s) if s.sequence_parallel else []
-    steps += [_gemm("logits", s.tokens, s.vocab, s.hidden, s),
+    steps += [_logits(s),
               Kernel("loss", 0.0, s.tokens * s.vocab * (s.act_bytes + 4), "fp32",
                      (s.tokens, s.vocab), "loss")]
     return steps
@@ -195,8 +221,7 @@ def head_forward(s: LayerShapes) -> list[Step]:
 def head_backward(s: LayerShapes) -> list[Step]:
     steps: list[Step] = [Kernel("loss.bwd", 0.0, s.tokens * s.vocab * (s.act_bytes + 4), "fp32",
                                 (s.tokens, s.vocab), "loss")]
-    logits = _gemm("logits", s.tokens, s.vocab, s.hidden, s)
-    steps += _backward_of(logits)
+    steps += _backward_of(_logits(s))
     if s.sequence_parallel:
         steps += _tp("final_ln.bwd_reduce_scatter", "reduce_scatter", s)
     elif s.tp > 1:

@@ -8,9 +8,10 @@ encodes the schedule; pipeline sends and receives pair up across classes by thei
 Data parallelism follows Megatron-Core's distributed data parallel: gradients are reduced in
 buckets of ``max(40e6, 1e6 * dp)`` parameters (its default ``bucket_size``) as soon as the last
 micro-batch's backward pass of those layers is done (``overlap_grad_reduce``), by all-reduce
-(ZeRO 0) or reduce-scatter (ZeRO >= 1, the distributed optimizer); the updated parameters are
-all-gathered at the start of the next step, overlapped with its forward pass
-(``overlap_param_gather``). ZeRO 3 gathers each chunk's parameters before every pass.
+(ZeRO 0) or reduce-scatter (ZeRO >= 1, the distributed optimizer), in the gradients' dtype
+(``training.main_grads``: FP32 by default with bf16, as Megatron-LM's grad_reduce_in_fp32); the
+updated parameters are all-gathered at the start of the next step, overlapped with its forward
+pass (``overlap_param_gather``). ZeRO 3 gathers each chunk's parameters before every pass.
 """
 
 from __future__ import annotations
@@ -31,11 +32,7 @@ from ghsim.workload.placement import place_groups
 from ghsim.workload.schedule import Pass, pipeline_order
 from ghsim.workload.shapes import LayerShapes, layer_shapes
 from ghsim.workload.stage import Chunk, OpBuilder
-from ghsim.workload.states import BYTES_PER_PARAM
-
-ADAM_BYTES_PER_PARAM = 28
-"""Adam step traffic per parameter: read the gradient (2) and the FP32 master weight, momentum and
-variance (12), write those three (12) and the BF16 weight (2)."""
+from ghsim.workload.states import bytes_per_param, optimizer_step_bytes
 
 
 def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
@@ -109,8 +106,14 @@ class _StageLowering:
         self.shapes = layer_shapes(scenario.spec, scenario.layout)
         self.chunks = _chunks(scenario, stage)
         self.b = OpBuilder()
-        w, g, o = BYTES_PER_PARAM[scenario.spec.training.precision]
+        training = scenario.spec.training
+        w, g, o = bytes_per_param(training)
         self.state_bytes: tuple[float, float, float] = (w, g, o)
+        """Bytes a parameter holds in weights, gradients (``main_grads``: also the bytes of the
+        data-parallel gradient collectives) and optimizer states (by ``training.optimizer``)."""
+        self.optimizer_name = training.optimizer
+        self.step_bytes = optimizer_step_bytes(training)
+        """The optimizer step's memory traffic a parameter (states.optimizer_step_bytes)."""
         self.per_layer_params = parameter_count(scenario.spec.model).per_layer / self.layout.tp
         self.bucket_size = max(40e6, 1e6 * self.layout.dp)
         self.grad_ops: list[int] = []
@@ -294,9 +297,10 @@ class _StageLowering:
         params = sum(c.params for c in self.chunks) / (self.layout.dp if self.zero >= 1 else 1)
         on_gpu = params * (1 - self.policy.host_fraction("optimizer"))
         if on_gpu:
-            adam = Kernel("adam", 0.0, on_gpu * ADAM_BYTES_PER_PARAM, "fp32", (int(on_gpu),),
+            name = self.optimizer_name
+            step = Kernel(name, 0.0, on_gpu * self.step_bytes, "fp32", (int(on_gpu),),
                           "optimizer")
-            self.b.add("compute", "optimizer.adam", "compute", tuple(deps), (adam,),
+            self.b.add("compute", f"optimizer.{name}", "compute", tuple(deps), (step,),
                        phase="optimizer")
         self.policy.optimizer(self, params, tuple(deps))
 

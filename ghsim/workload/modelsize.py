@@ -4,7 +4,9 @@ FLOPs follow the Megatron/NeMo convention of FACTS.md: training FLOPs per token 
 3 * [L * (2h(h + 2*kv*hd) + 2h^2 + c*h*ffn + 4*s*h) + 2hV], with c = 6 for gated MLPs and 4
 otherwise; causal attention is not halved and recompute is not counted. ``2h(h + 2 kv hd)`` is
 the QKV projection, ``2h^2`` the output projection; with ``head_dim`` given, ``heads * head_dim``
-replaces the first ``h`` of each.
+replaces the first ``h`` of each. The model FLOPs ignore the attention mask, as Megatron's
+formula does: a document mask (``training.attention_mask``) changes only the executed attention
+work (:func:`ghsim.workload.kernels.attention_core`), never these.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ghsim.config.schema import ModelSpec
+from ghsim.config.schema.model import LEARNED_ACTIVATION_PARAMS
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,10 @@ class ParamCount:
 
 
 def parameter_count(model: ModelSpec) -> ParamCount:
-    """Count the parameters of ``model``, biases and norms included."""
+    """Count the parameters of ``model``: biases, norms (with ``qk_norm`` one of ``head_dim``
+    for the queries and one for the keys, as Megatron's ``--qk-layernorm`` and Qwen3 share
+    them over heads) and an activation's learned scalars (xIELU's two) included; the output
+    projection only when untied."""
     h, hd = model.hidden, model.head_dim_resolved
     q_width, kv_width = model.heads * hd, model.kv_heads * hd
     attention = h * q_width + 2 * h * kv_width + q_width * h
@@ -52,9 +58,11 @@ def parameter_count(model: ModelSpec) -> ParamCount:
     if model.bias:
         attention += q_width + 2 * kv_width + h
         mlp += (2 if gated else 1) * model.ffn_hidden + h
+    per_width = 2 if model.norm == "layernorm" else 1  # a weight, and a bias with layernorm
     if model.qk_norm:
-        attention += 2 * hd
-    norm_width = 2 * h if model.norm == "layernorm" else h
+        attention += 2 * per_width * hd  # one norm for queries, one for keys, shared by heads
+    mlp += LEARNED_ACTIVATION_PARAMS.get(model.activation_resolved, 0)
+    norm_width = per_width * h
     embedding = model.vocab * h
     if model.position_embedding == "learned":
         assert model.max_position_embeddings is not None  # checked by ModelSpec

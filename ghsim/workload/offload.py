@@ -10,7 +10,9 @@ copies and host work that moving them costs. One registered policy per ``offload
   use (``prefetch_layers``); each layer's gradients go down after its backward pass.
 * ``activations``: activations saved for the backward pass are written to host memory after each
   layer's forward pass and read back, ``prefetch_layers`` ahead, for its backward pass.
-* ``unified_memory``: everything managed; see ``ghsim.workload.unified``.
+* ``unified_memory``: everything in unified memory, in 2 MB pages: managed memory faulted in
+  and evicted, or (ATS) system memory read in place and migrated by access counters; see
+  :class:`UnifiedMemory`.
 """
 
 from __future__ import annotations
@@ -18,21 +20,21 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import ClassVar
 
 from ghsim.config import Scenario
 from ghsim.config.api import blame
 from ghsim.config.layout import LayoutProblem
 from ghsim.errors import ConfigError
-from ghsim.workload.pages import PageTable
+from ghsim.workload.ir import Kernel, Step
+from ghsim.workload.pages import Access, PageTable
 from ghsim.workload.stage import Chunk, StageLowering
+from ghsim.workload.states import optimizer_step_bytes
 
 ADAM_CPU_FLOPS_PER_PARAM = 14.0
 """FP32 operations of one Adam update (two moment updates, bias corrections, square root,
 division, weight update); the host step is memory-bound well before this matters."""
-ADAM_CPU_BYTES_PER_PARAM = 28.0
-"""Host memory traffic of one Adam update: read the BF16 gradient (2), read and write the FP32
-master weight, momentum and variance (24), write the BF16 weight (2)."""
 
 POLICIES: dict[str, type[OffloadPolicy]] = {}
 
@@ -77,6 +79,11 @@ class OffloadPolicy:
         cpu = scenario.spec.system.node.cpu.cpu
         assert cpu is not None
         self.host_tier = "lpddr" if cpu.memory.type == "lpddr5x" else "host_ddr"
+        self.step_bytes = float(optimizer_step_bytes(scenario.spec.training))
+        """Host memory traffic of one parameter's optimizer update, as on the GPU: read the
+        gradient (its main_grads bytes) and the FP32 master weight and moments, write those back
+        and the half-precision weight (Adam with BF16 gradients: 2 + 12 + 12 + 2 = 28 B;
+        AdEMAMix with FP32 gradients 38)."""
 
     def host_fraction(self, category: str) -> float:
         """Share of a state category (weights, gradients, optimizer) kept in host memory."""
@@ -117,7 +124,7 @@ class OffloadPolicy:
         grad_bytes, weight_bytes = lw.state_bytes[1] * params, lw.state_bytes[0] * params
         down = self.copy(lw, f"{name}.grads_d2h", "d2h", grad_bytes, deps)
         step = lw.b.add("cpu", f"{name}.adam", "cpu", (down,), nbytes=params
-                        * ADAM_CPU_BYTES_PER_PARAM, flops=params * ADAM_CPU_FLOPS_PER_PARAM,
+                        * self.step_bytes, flops=params * ADAM_CPU_FLOPS_PER_PARAM,
                         cores=self.spec.cpu_cores)
         return self.copy(lw, f"{name}.weights_h2d", "h2d", weight_bytes, (step,)) if upload \
             else step
@@ -226,17 +233,44 @@ class ParamOffload(_Streaming):
     def optimizer(self, lw: StageLowering, params: float, deps: tuple[int, ...]) -> None:
         # Gradients are already in host memory and weights stay there: Adam only.
         lw.b.add("cpu", "offload.adam", "cpu", (*deps, lw.b.tails.get("d2h", -1)),
-                 nbytes=params * ADAM_CPU_BYTES_PER_PARAM,
+                 nbytes=params * self.step_bytes,
                  flops=params * ADAM_CPU_FLOPS_PER_PARAM, cores=self.spec.cpu_cores)
 
 
 @register("unified_memory")
 class UnifiedMemory(_Streaming):
-    """Everything managed: the driver faults pages into HBM as kernels touch them and evicts the
-    least recently used when HBM is full. Weights and optimizer states are first touched by the
-    CPU (loaded from a checkpoint), so they start in host memory (FACTS.md T1#36); gradients and
-    activations are first touched by the GPU. The step is replayed from the placement the
-    previous step's optimizer left: its last-touched states in HBM.
+    """Everything in unified memory, tracked in 2 MB pages (:mod:`ghsim.workload.pages`), as the
+    GPU's ``unified_memory.allocator`` allocates it.
+
+    ``managed`` (cudaMallocManaged): the driver faults pages into HBM as kernels touch them, at
+    the measured fault-driven rate (``migration_bandwidth_gb_s``, fault service included:
+    FACTS.md T3#9-10), and evicts the least recently used when HBM is full. Weights and
+    optimizer states are first touched by the CPU (loaded from a checkpoint), so they start in
+    host memory (FACTS.md T1#36); gradients and activations are first touched by the GPU, and
+    activations are created in HBM without a transfer (a caching allocator hands out memory an
+    earlier micro-batch populated). The step is replayed from the placement the previous step's
+    optimizer left: its last-touched states in HBM.
+
+    ``system`` (malloc on an ATS system, FACTS.md T1#33 and T1#36): nothing faults. Weights and
+    optimizer states, first touched by the CPU, sit in host memory and kernels read and write
+    them there in place over the host link, at its measured ``gpu_read_host`` /
+    ``gpu_write_host`` rates, beside their own work: a pass lasts as long as the longer of its
+    kernels and its in-place traffic. Gradients and activations, first touched by the GPU, land
+    in HBM while it has room (freed activations stay with the caching allocator), else in host
+    memory. With access-counter migration (on by default on ATS systems, T1#35; Alps turns it
+    off, T3#12) a region whose remote accesses reach ``access_counter_threshold`` migrates to
+    HBM after the pass that got it there, if HBM has room, at the migration rate; later passes
+    over it wait for it and read it from HBM. Kernels reach ``system_allocated_hbm_efficiency``
+    of their cudaMalloc bandwidth on everything in HBM (T3#7). The step simulated follows one
+    step (micro-batch by micro-batch, every layer forward then backward, then the optimizer)
+    replayed on the page table alone, so it starts where that step left the pages, the access
+    counts included: the steady state wherever one step's accesses reach the threshold (at the
+    shipped 256 accesses of 128 B, a region's first pass does).
+
+    Approximations (system): a pass's kernels keep costing all their bytes as HBM traffic (at
+    the lower rate), those of host-resident operands too, beside the in-place flows; only the
+    optimizer kernel leaves out what it touches in host memory. The replay runs one micro-batch
+    at a time, as a single pipeline stage does. Embedding and output layer are not paged.
     """
 
     managed = True
@@ -246,52 +280,179 @@ class UnifiedMemory(_Streaming):
         gpu = scenario.spec.system.node.gpu.gpu
         assert gpu is not None
         um = gpu.unified_memory
+        part = scenario.spec.system.node.gpu.name
         if um is None:
-            raise ConfigError(scenario.spec.system.node.gpu.name, "gpu.unified_memory",
+            raise ConfigError(part, "gpu.unified_memory",
                               "is needed for offload.strategy unified_memory (with sources)")
         self.page_bytes = um.gpu_page_mib * 2**20
-        self.batch = um.fault_batch_pages
+        self.batch = um.fault_batch_pages or 0
+        self.system = um.allocator == "system"
+        self.threshold: float | None = None
+        """Accesses after which a host-resident region migrates; None: no access counters."""
+        self.accesses = 0.0
+        """Remote accesses one pass counts on each host-resident page it touches."""
+        self.slowdown = 1.0
+        """HBM traffic of system-allocated memory costs this many times its cudaMalloc time."""
+        if self.system:
+            if not gpu.host_link.coherent:
+                raise ConfigError(part, "gpu.unified_memory.allocator",
+                                  "system needs a coherent (ATS) host link, host_link.coherent: "
+                                  "true; without one, use allocator managed")
+            if um.system_allocated_hbm_efficiency is None:
+                raise ConfigError(part, "gpu.unified_memory.system_allocated_hbm_efficiency",
+                                  "is needed for allocator system (with a source)")
+            self.slowdown = 1.0 / um.system_allocated_hbm_efficiency
+            if gpu.migration_by_access_counters():
+                if um.access_counter_threshold is None:
+                    raise ConfigError(part, "gpu.unified_memory.access_counter_threshold",
+                                      "is needed for access-counter migration (with a "
+                                      "source), or set access_counter_migration: false")
+                if um.access_counter_bytes_per_access is None:
+                    raise ConfigError(part, "gpu.unified_memory.access_counter_bytes_per_access",
+                                      "is needed for access-counter migration (with a "
+                                      "source), or set access_counter_migration: false")
+                self.threshold = float(um.access_counter_threshold)
+                self.accesses = self.page_bytes / um.access_counter_bytes_per_access
         where = blame(LayoutProblem(("system", "node", "gpu", "gpu", "unified_memory",
                                      "gpu_page_mib"), ""),
                       scenario.source, scenario.overrides)
         self.pages = PageTable(self.page_bytes, int(gpu.memory.capacity_bytes // self.page_bytes),
                                source=where.source, key=where.key_path)
         self.started = False
+        self.pending: list[int] = []
+        """In-place traffic of the last pass: the next pass (its kernels' end) waits for it."""
+        self.arriving: dict[str, int] = {}
+        """The access-counter migration bringing each buffer to HBM, for its next pass."""
+        self.placed = (0.0, 0.0)
+        """HBM and host bytes of the activation buffer the current forward pass created."""
+        self.bodies: dict[int, tuple[tuple[Step, ...], tuple[Step, ...]]] = {}
+        """Compute bodies and their system-memory versions (HBM traffic x ``slowdown``)."""
+        self.optimizer_host_bytes = 0.0
+        """What the optimizer step reads and writes in place in host memory."""
+
+    def _host_pages(self) -> int:
+        return sum(end - start - self.pages.held[n] for n, (start, end) in
+                   self.pages.ranges.items())
 
     def _start(self, lw: StageLowering) -> None:
-        """Register the states, newest-touched (by the last optimizer step) in HBM."""
+        """Register the states where the previous step left them."""
         self.started = True
         w, g, o = lw.state_bytes
         layers = sum(c.layers for c in lw.chunks)
         shard = lw.layout.dp if lw.zero >= 1 else 1
-        for layer in range(layers):
-            for kind, size in (("w", w), ("g", g), ("o", o / shard)):
-                self.pages.add(f"{kind}{layer}", lw.per_layer_params * size)
-        for layer in reversed(range(layers)):  # the optimizer walked layers 0..L-1 last
-            names = [f"{kind}{layer}" for kind in "wgo"]
-            room = self.pages.capacity - self.pages.resident_pages
-            need = sum(e - s for s, e in (self.pages.ranges[n] for n in names))
-            if need > room:
-                break
-            self.pages.touch(names)
-        resident = self.pages.resident_pages * self.page_bytes
-        total = len(self.pages.resident) * self.page_bytes
-        lw.b.alloc(-1, "managed.hbm", "weights", resident)
-        lw.b.alloc(-1, "managed.host", "weights", total - resident, self.host_tier)
+        if self.system:
+            self._replay_previous_step(lw, layers, w, g, o / shard)
+        else:
+            for layer in range(layers):
+                for kind, size in (("w", w), ("g", g), ("o", o / shard)):
+                    self.pages.add(f"{kind}{layer}", lw.per_layer_params * size)
+            for layer in reversed(range(layers)):  # the optimizer walked layers 0..L-1 last
+                names = [f"{kind}{layer}" for kind in "wgo"]
+                room = self.pages.capacity - self.pages.resident_pages
+                need = sum(e - s for s, e in (self.pages.ranges[n] for n in names))
+                if need > room:
+                    break
+                self.pages.touch(names)
+        lw.b.alloc(-1, "managed.hbm", "weights", self.pages.resident_pages * self.page_bytes)
+        lw.b.alloc(-1, "managed.host", "weights", self._host_pages() * self.page_bytes,
+                   self.host_tier)
         self.layer_offset = {c.index: sum(x.layers for x in lw.chunks[: i])
                              for i, c in enumerate(lw.chunks)}
 
-    def _migrate(self, lw: StageLowering, name: str, names: list[str]) -> list[int]:
+    def _replay_previous_step(self, lw: StageLowering, layers: int, w: float, g: float,
+                              o: float) -> None:
+        """System memory: the CPU first touches the weights and optimizer states (host
+        memory); then one step runs on the page table alone, so that gradients and the
+        activations' caching pool are placed by their first touch and access counters have
+        moved what they would."""
+        for layer in range(layers):
+            self.pages.add(f"w{layer}", lw.per_layer_params * w)
+            self.pages.add(f"o{layer}", lw.per_layer_params * o)
+        for mb in range(lw.layout.micro_batches):
+            for layer in range(layers):
+                act = f"replay.a{mb}.{layer}"
+                self.pages.add_on_gpu(act, lw.layer_activations, evict=False)
+                self.pages.access([f"w{layer}"], [act], self.accesses, self.threshold)
+            for layer in reversed(range(layers)):
+                act = f"replay.a{mb}.{layer}"
+                if f"g{layer}" not in self.pages.ranges:
+                    self.pages.add_on_gpu(f"g{layer}", lw.per_layer_params * g, evict=False)
+                self.pages.access([f"w{layer}", act], [f"g{layer}"], self.accesses,
+                                  self.threshold)
+                self.pages.release(act, keep=True)
+        self.pages.access(*self._optimizer_buffers(layers), self.accesses, self.threshold)
+
+    @staticmethod
+    def _optimizer_buffers(layers: int) -> tuple[list[str], list[str]]:
+        """What the optimizer step reads (gradients, master weights and moments) and writes
+        (those and the half-precision weights)."""
+        return ([f"{k}{layer}" for layer in range(layers) for k in "go"],
+                [f"{k}{layer}" for layer in range(layers) for k in "ow"])
+
+    # -- managed memory: fault-driven migration ----------------------------------------------
+
+    def _migrate(self, lw: StageLowering, name: str, names: list[str],
+                 evicted: int = 0) -> list[int]:
         touch = self.pages.touch(names)
-        if not touch.faulted and not touch.evicted:
+        evicted += touch.evicted
+        if not touch.faulted and not evicted:
             return []
-        moved_in, moved_out = touch.faulted * self.page_bytes, touch.evicted * self.page_bytes
+        moved_in, moved_out = touch.faulted * self.page_bytes, evicted * self.page_bytes
+        faults = math.ceil(touch.faulted / self.batch) if self.batch else 0
         op = lw.b.add("migrate", name, "migrate", tuple(lw.compute_history[-1:]),
                       nbytes=moved_in + moved_out, in_bytes=moved_in, out_bytes=moved_out,
-                      faults=math.ceil(touch.faulted / self.batch))
+                      faults=faults)
         lw.b.alloc(op, "managed.hbm", "weights", moved_in - moved_out)
         lw.b.alloc(op, "managed.host", "weights", moved_out - moved_in, self.host_tier)
         return [op]
+
+    # -- system memory: in place, access counters --------------------------------------------
+
+    def _in_place(self, lw: StageLowering, name: str, reads: list[str], writes: list[str],
+                  waits: list[int]) -> tuple[list[int], Access]:
+        """One pass over system memory: its in-place reads and writes of host memory, beside
+        its kernels, and the access-counter migrations it sets off. Returns the in-place ops
+        and what the pass touched where."""
+        access = self.pages.access(reads, writes, self.accesses, self.threshold)
+        deps = (*lw.compute_history[-1:], *waits)
+        ops = []
+        for pages, use, direction in ((access.host_read, "gpu_read_host", "h2d"),
+                                      (access.host_written, "gpu_write_host", "d2h")):
+            if pages:
+                ops.append(lw.b.add(
+                    "copy", f"{name}.{use}", f"in_place_{direction}", deps,
+                    nbytes=pages * self.page_bytes, direction=direction, access=use,
+                    src=self.host_tier if direction == "h2d" else "hbm",
+                    dst="hbm" if direction == "h2d" else self.host_tier))
+        for buffer, pages in access.migrated.items():
+            moved = pages * self.page_bytes
+            op = lw.b.add("migrate", f"migrate.{name}.{buffer}", "migrate", deps, nbytes=moved,
+                          in_bytes=moved, out_bytes=0.0, faults=0)
+            lw.b.alloc(op, "managed.hbm", "weights", moved)
+            lw.b.alloc(op, "managed.host", "weights", -moved, self.host_tier)
+            self.arriving[buffer] = op
+        return ops, access
+
+    def _waits(self, names: list[str]) -> list[int]:
+        """What a pass over ``names`` waits for: the last pass's in-place traffic and the
+        migrations bringing its buffers to HBM."""
+        waits = [*self.pending, *(self.arriving.pop(n) for n in names if n in self.arriving)]
+        self.pending = []
+        return waits
+
+    def _slow(self, lw: StageLowering, op: int) -> None:
+        """System memory in HBM: the compute op's kernels move their HBM bytes at
+        ``1 / slowdown`` of the rate they reach on cudaMalloc memory (each kernel's roofline
+        with the lower bandwidth)."""
+        compute = lw.b.ops[op]
+        key = id(compute.body)
+        if key not in self.bodies:
+            slowed = tuple(replace(s, bytes=s.bytes * self.slowdown) if isinstance(s, Kernel)
+                           else s for s in compute.body)
+            self.bodies[key] = (compute.body, slowed)
+        compute.body = self.bodies[key][1]
+
+    # -- the hooks -------------------------------------------------------------------------
 
     def before_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                     buckets: list[int]) -> list[int]:
@@ -300,28 +461,71 @@ class UnifiedMemory(_Streaming):
         layer = self.layer_offset[chunk.index] + (
             index if phase == "F" else len(buckets) - 1 - index)
         act = f"a{mb}.{chunk.index}.{layer}"
+        evicted = 0
         if phase == "F":
             size = buckets[index] * lw.layer_activations
-            self.pages.add(act, size)
-            names = [f"w{layer}", act]
+            pool = self.pages.pool
+            evicted = self.pages.add_on_gpu(act, size, evict=not self.system).evicted
+            start, end = self.pages.ranges[act]
+            held = self.pages.held[act]
+            fresh = held - (pool - self.pages.pool)  # pages the caching pool did not hold
+            self.placed = (fresh * self.page_bytes, (end - start - held) * self.page_bytes)
+            reads, writes = [f"w{layer}"], [act]
         else:
-            names = [f"w{layer}", f"g{layer}", act]
-        return self._migrate(lw, f"migrate.{phase}.mb{mb}.l{layer}", names)
+            reads, writes = [f"w{layer}", act], [f"g{layer}"]
+        if not self.system:
+            return self._migrate(lw, f"migrate.{phase}.mb{mb}.l{layer}", [*reads, *writes],
+                                 evicted)
+        waits = self._waits([*reads, *writes])
+        self.pending, _ = self._in_place(lw, f"in_place.{phase}.mb{mb}.l{layer}", reads, writes,
+                                         waits)
+        return waits
 
     def after_pass(self, lw: StageLowering, phase: str, mb: int, chunk: Chunk, index: int,
                    buckets: list[int], op: int) -> None:
         lw.compute_history.append(op)
-        if phase == "B":
+        if self.system:
+            self._slow(lw, op)
+        if phase == "F":
+            hbm, host = self.placed
+            lw.b.alloc(op, "managed.hbm", "weights", hbm)
+            lw.b.alloc(op, "managed.host", "weights", host, self.host_tier)
+        else:
             layer = self.layer_offset[chunk.index] + len(buckets) - 1 - index
-            freed = self.pages.release(f"a{mb}.{chunk.index}.{layer}")
-            lw.b.alloc(op, "managed.hbm", "weights", -freed * self.page_bytes)
+            act = f"a{mb}.{chunk.index}.{layer}"
+            start, end = self.pages.ranges[act]
+            host = end - start - self.pages.held[act]
+            freed = self.pages.release(act, keep=self.system)
+            if not self.system:  # the caching allocator keeps system memory's HBM pages
+                lw.b.alloc(op, "managed.hbm", "weights", -freed * self.page_bytes)
+            lw.b.alloc(op, "managed.host", "weights", -host * self.page_bytes, self.host_tier)
 
     def before_optimizer(self, lw: StageLowering) -> list[int]:
         if not self.started:
             self._start(lw)
-        deps: list[int] = []
         layers = sum(c.layers for c in lw.chunks)
-        for layer in range(layers):
-            deps += self._migrate(lw, f"migrate.optimizer.l{layer}",
-                                  [f"{kind}{layer}" for kind in "wgo"])
-        return deps[-1:]
+        if not self.system:
+            deps: list[int] = []
+            for layer in range(layers):
+                deps += self._migrate(lw, f"migrate.optimizer.l{layer}",
+                                      [f"{kind}{layer}" for kind in "wgo"])
+            return deps[-1:]
+        reads, writes = self._optimizer_buffers(layers)
+        waits = self._waits(list(dict.fromkeys([*reads, *writes])))
+        waits += list(self.arriving.values())
+        self.arriving.clear()
+        _, access = self._in_place(lw, "in_place.optimizer", reads, writes, waits)
+        self.optimizer_host_bytes = (access.host_read + access.host_written) * self.page_bytes
+        return waits
+
+    def optimizer(self, lw: StageLowering, params: float, deps: tuple[int, ...]) -> None:
+        """System memory: the optimizer kernel (just emitted) streams the states in HBM at the
+        lower rate, and those in host memory not at all (their in-place traffic runs beside
+        it)."""
+        op = lw.b.tails.get("compute")
+        if not self.system or op is None or lw.b.ops[op].attrs.get("phase") != "optimizer":
+            return
+        step = lw.b.ops[op]
+        step.body = tuple(
+            replace(k, bytes=max(0.0, k.bytes - self.optimizer_host_bytes) * self.slowdown)
+            if isinstance(k, Kernel) else k for k in step.body)

@@ -45,6 +45,13 @@ class LayerShapes:
     dropout: bool
     recompute: str
     fp8: bool
+    fp8_recipe: str | None
+    """Transformer Engine's FP8 scaling recipe (``TrainingSpec.fp8_recipe_resolved``)."""
+    qk_norm: bool
+    """Per-head norms on the queries and keys (two norm kernels after the QKV projection)."""
+    attention_work: float
+    """Executed attention work relative to a causal mask over the whole sequence (document
+    masking: ``TrainingSpec.attention_work_fraction``)."""
 
     @property
     def sp_tokens(self) -> int:
@@ -77,4 +84,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         dropout=model.dropout > 0,
         recompute=par.recompute,
         fp8=training.precision == "fp8",
+        fp8_recipe=training.fp8_recipe_resolved,
+        qk_norm=model.qk_norm,
+        attention_work=training.attention_work_fraction,
     )

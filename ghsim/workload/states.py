@@ -1,25 +1,53 @@
-"""Model-state memory per GPU: weights, gradients and optimizer states by precision and ZeRO.
+"""Model-state memory per GPU: weights, gradients and optimizer states by precision, optimizer,
+gradient dtype and ZeRO.
 
 Bytes per parameter follow ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054, section 3.1): with
-mixed precision (bf16, fp16, and fp8 whose master copies are bf16) each parameter holds 2 B of
-weights, 2 B of gradients and 12 B of Adam state (fp32 master weights, momentum and variance);
-in fp32, 4 + 4 + 8. ZeRO stage 1 shards the optimizer states over data-parallel ranks, stage 2
-also the gradients, stage 3 also the weights. Activations are not included here.
+mixed precision (bf16, fp16, and fp8 whose weights are kept in bf16) each parameter holds 2 B of
+weights and an optimizer state of FP32 master weights (4 B) plus the optimizer's FP32 moments;
+in fp32 the weights (4 B) are the master copy. The moments are Adam's (and AdamW's) momentum and
+variance (8 B), AdEMAMix's fast and slow EMAs and second moment (12 B; Pagliardini et al. 2024,
+arXiv:2409.03137, Algorithm 1), SGD's momentum (4 B). So Adam keeps 12 B a parameter under mixed
+precision, AdEMAMix 16, SGD 8. Gradients take the bytes of ``training.main_grads`` (FP32 by
+default with bf16 and fp8, as Megatron-LM accumulates and reduces them; see
+:class:`~ghsim.config.schema.TrainingSpec`). ZeRO stage 1 shards the optimizer states over
+data-parallel ranks, stage 2 also the gradients, stage 3 also the weights. Activations are not
+included here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ghsim.config.schema import ScenarioSpec
+from ghsim.config.schema import ScenarioSpec, TrainingSpec
 from ghsim.workload.modelsize import parameter_count
 
-BYTES_PER_PARAM = {  # weights, gradients, optimizer states
-    "fp32": (4, 4, 8),
-    "bf16": (2, 2, 12),
-    "fp16": (2, 2, 12),
-    "fp8": (2, 2, 12),
-}
+WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+"""Bytes of the weights the forward and backward passes use (FP8 recipes keep BF16 weights)."""
+MASTER_BYTES = {"fp32": 0, "bf16": 4, "fp16": 4, "fp8": 4}
+"""FP32 master weights the optimizer keeps beside half-precision weights (none in fp32)."""
+MOMENT_BYTES = {"adam": 8, "adamw": 8, "ademamix": 12, "sgd": 4}
+"""FP32 optimizer moments a parameter: Adam's m and v; AdEMAMix's m1, m2 and nu; SGD's momentum."""
+GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+"""Bytes of a gradient by ``training.main_grads``."""
+
+
+def bytes_per_param(training: TrainingSpec) -> tuple[int, int, int]:
+    """Bytes a parameter holds in weights, gradients and optimizer states (before ZeRO)."""
+    precision = training.precision
+    return (WEIGHT_BYTES[precision], GRAD_BYTES[training.main_grads_resolved],
+            MASTER_BYTES[precision] + MOMENT_BYTES[training.optimizer])
+
+
+def optimizer_step_bytes(training: TrainingSpec) -> int:
+    """Memory traffic of one parameter's optimizer step: read the gradient, read the FP32 master
+    weight (in fp32: the weight itself) and moments, write them back, and write the
+    half-precision weight the next step uses (none in fp32). Adam with BF16 gradients:
+    2 + 12 + 12 + 2 = 28 B; with FP32 gradients 30; AdEMAMix with FP32 gradients
+    4 + 16 + 16 + 2 = 38; fp32 Adam 4 + 12 + 12 = 28."""
+    w, g, _ = bytes_per_param(training)
+    master = MASTER_BYTES[training.precision]
+    updated = (master if master else w) + MOMENT_BYTES[training.optimizer]
+    return g + 2 * updated + (w if master else 0)
 
 
 @dataclass(frozen=True)
@@ -51,7 +79,7 @@ def params_per_gpu(spec: ScenarioSpec) -> float:
 def model_state_bytes(spec: ScenarioSpec, dp: int) -> StateBytes:
     """Weights, gradients and optimizer bytes on one GPU of the first pipeline stage."""
     params = params_per_gpu(spec)
-    w, g, o = BYTES_PER_PARAM[spec.training.precision]
+    w, g, o = bytes_per_param(spec.training)
     stage = spec.parallelism.zero_stage
     shard = float(dp)
     return StateBytes(

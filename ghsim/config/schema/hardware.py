@@ -206,12 +206,21 @@ class GpuComputeSpec(Spec):
         description="Output tile (rows, columns) one SM computes at a time; GEMMs run in waves "
         "of one tile per SM.",
     )
-    gemm_k_half: PositiveFloat | None = Field(
+    gemm_k_half: PositiveFloat | dict[Dtype, PositiveFloat] | None = Field(
         default=None, description="Reduction length K at which a GEMM reaches half its "
-        "large-K throughput (pipeline fill and epilogue): efficiency scales as K / (K + k_half).",
+        "large-K throughput (pipeline fill and epilogue): efficiency scales as K / (K + k_half). "
+        "One number for every dtype, or one per dtype (FP8 halves the math per K element, so "
+        "the same fixed cost per tile weighs more).",
     )
     gemm_reference_k: PositiveInt | None = Field(
-        default=None, description="K of the shape at which gemm_efficiency was measured.",
+        default=None, description="K of the shape at which gemm_efficiency was measured "
+        "(with gemm_reference_shape, its K).",
+    )
+    gemm_reference_shape: dict[Dtype, list[PositiveInt]] | None = Field(
+        default=None, description="Per dtype, the (M, N, K) of the measured shape whose "
+        "throughput gemm_efficiency is: a GEMM is costed relative to it by its wave and K "
+        "factors, never above it (the best shape of a sweep is the most any shape reached). "
+        "Dtypes not listed use gemm_reference_k with full waves.",
     )
     comm_overlap_slowdown: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Fraction by which compute kernels slow "
@@ -229,6 +238,13 @@ class GpuComputeSpec(Spec):
             raise ValueError(f"give one of peak_tflops.{both[0]} or "
                              f"flops_per_clock_per_sm.{both[0]}, not both")
         return value
+
+    @model_validator(mode="after")
+    def _reference_shapes(self) -> GpuComputeSpec:
+        for dtype, shape in (self.gemm_reference_shape or {}).items():
+            if len(shape) != 3:
+                raise ValueError(f"gemm_reference_shape.{dtype} must be [M, N, K], got {shape}")
+        return self
 
     @model_validator(mode="after")
     def _per_clock(self) -> GpuComputeSpec:
@@ -329,9 +345,10 @@ class HostLinkSpec(Spec):
         "multiplies (and of unified-memory migration)."
     )
     coherent: bool = Field(
-        default=False, description="Whether the link is hardware-coherent (ATS). Informational: "
-        "routes follow the link type (a GPU forwards between NVLink and its host link over c2c, "
-        "never over pcie) and page migration follows unified_memory; nothing reads the flag.",
+        default=False, description="Whether the link is hardware-coherent (ATS): the GPU "
+        "reads and writes system memory in place, so unified_memory.allocator system needs it "
+        "and access-counter migration defaults to on with it. Routes follow the link type (a "
+        "GPU forwards between NVLink and its host link over c2c, never over pcie).",
     )
     h2d_copy_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
         "Measured host-to-device memcpy", "h2d_copy_efficiency", "bandwidth_gb_s"))
@@ -390,27 +407,71 @@ class HostLinkSpec(Spec):
 
 
 class UnifiedMemorySpec(Spec):
-    """How the driver manages unified (managed) memory on this GPU."""
+    """How the driver manages unified memory on this GPU: the page sizes, fault-driven migration
+    of managed memory (``cudaMallocManaged``) and, on ATS systems, what system-allocated memory
+    (``malloc``) does: read in place over the host link until access counters migrate it."""
 
     ALTERNATIVES = (("migration_bandwidth_gb_s", "migration_efficiency"),)
 
-    gpu_page_mib: PositiveFloat = Field(description="GPU page-table page size.")
+    gpu_page_mib: PositiveFloat = Field(description="GPU page-table page size: the unit the "
+                                        "page model migrates, places and counts accesses in.")
     system_page_kib: PositiveFloat = Field(
         description="CPU (system) page size. Informational: migration moves GPU pages "
         "(gpu_page_mib); nothing reads the system page size."
     )
-    access_counter_threshold: PositiveInt | None = Field(
-        default=None, description="Remote accesses to a region before it migrates "
-        "(access-counter migration; ATS systems). Informational: migration is modelled as "
-        "fault-driven; nothing reads the threshold.",
+    allocator: Literal["managed", "system"] = Field(
+        default="managed", description="How offload.strategy unified_memory allocates: managed "
+        "(cudaMallocManaged: a kernel touching a page in host memory faults and migrates it at "
+        "migration_bandwidth_gb_s, evicting the least recently used pages when HBM is full) or "
+        "system (malloc on an ATS system, host_link.coherent: pages stay where they were first "
+        "touched, the GPU reads and writes host memory in place at host_link's gpu_read_host / "
+        "gpu_write_host rates, access counters may migrate hot regions to HBM, and HBM pages "
+        "stream at system_allocated_hbm_efficiency). A property of the program rather than of "
+        "the chip, kept here beside the driver settings; a scenario picks one with --set "
+        "system.node.gpu.gpu.unified_memory.allocator=system.",
     )
-    fault_batch_us: PositiveFloat = Field(description="Cost of servicing one batch of faults.")
-    fault_batch_pages: PositiveInt = Field(description="GPU pages migrated per fault batch.")
+    access_counter_migration: bool | None = Field(
+        default=None, description="Whether access counters migrate hot regions of "
+        "system-allocated memory to HBM (the nvidia-uvm parameter "
+        "uvm_perf_access_counter_mimc_migration_enable). Unset: the driver's default, on where "
+        "the host link is coherent (ATS) and off otherwise. Alps turns it off; a scenario can "
+        "with --set system.node.gpu.gpu.unified_memory.access_counter_migration=false.",
+    )
+    access_counter_threshold: Annotated[int, Field(ge=1, le=65535)] | None = Field(
+        default=None, description="Remote accesses to one gpu_page_mib region of host memory "
+        "after which access counters migrate it to HBM, if HBM has room (allocator system, "
+        "access_counter_migration on); counts carry over the step and restart when a region "
+        "migrates.",
+    )
+    access_counter_bytes_per_access: PositiveFloat | None = Field(
+        default=None, description="Bytes of one counted remote access: a kernel pass over a "
+        "region of host memory counts gpu_page_mib / this accesses toward "
+        "access_counter_threshold (reads and writes alike).",
+    )
+    fault_batch_us: PositiveFloat | None = Field(
+        default=None, description="Cost of servicing one batch of GPU page faults, charged "
+        "before the pages move, on top of migration_bandwidth_gb_s. Give it only where the "
+        "migration rate is a copy rate that leaves fault service out; a measured end-to-end "
+        "rate of faulted migration (GH200) already includes it. Unset: nothing extra.",
+    )
+    fault_batch_pages: PositiveInt | None = Field(
+        default=None, description="GPU pages serviced per fault batch: a migration of n faulted "
+        "pages costs ceil(n / this) x fault_batch_us. Needed with fault_batch_us.",
+    )
     migration_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
-        "Throughput of fault-driven migration to the GPU", "migration_efficiency",
+        "Throughput of fault-driven migration of managed memory, per direction, fault service "
+        "included (a migration is a flow capped at this rate on the host link's copy path, so "
+        "it takes only its own share of the link)", "migration_efficiency",
         "the GPU's host_link.bandwidth_gb_s"))
     migration_efficiency: Fraction | None = Field(default=None, description=_efficiency(
-        "Throughput of fault-driven migration to the GPU", "the GPU's host_link.bandwidth_gb_s"))
+        "Throughput of fault-driven migration of managed memory, per direction, fault service "
+        "included", "the GPU's host_link.bandwidth_gb_s"))
+    system_allocated_hbm_efficiency: Fraction | None = Field(
+        default=None, description="Bandwidth GPU kernels reach on system-allocated memory "
+        "resident in HBM, as a fraction of what they reach on cudaMalloc memory (0 < x <= 1): "
+        "with allocator system every kernel's HBM traffic is costed at this fraction of its "
+        "rate. Needed for allocator system.",
+    )
 
     _alone = field_validator("migration_efficiency")(classmethod(_not_both))
 
@@ -418,6 +479,8 @@ class UnifiedMemorySpec(Spec):
     def _one_rate(self) -> UnifiedMemorySpec:
         if self.migration_bandwidth_gb_s is None and self.migration_efficiency is None:
             raise ValueError("give one of migration_bandwidth_gb_s or migration_efficiency")
+        if self.fault_batch_us is not None and self.fault_batch_pages is None:
+            raise ValueError("fault_batch_us needs fault_batch_pages (pages per batch)")
         return self
 
 
@@ -439,12 +502,24 @@ class GpuSpec(Spec):
         return self
 
     def migration_bytes_per_s(self) -> float | None:
-        """Fault-driven migration to the GPU: its efficiency times the host link's bandwidth,
-        in B/s; None without a unified_memory section."""
+        """Fault-driven migration of managed memory, per direction and fault service included:
+        its efficiency times the host link's bandwidth, in B/s; None without a unified_memory
+        section."""
         um = self.unified_memory
         if um is None or um.migration_efficiency is None:
             return None
         return um.migration_efficiency * self.host_link.bandwidth_bytes_per_s
+
+    def migration_by_access_counters(self) -> bool:
+        """Whether access counters migrate hot regions of system-allocated memory to HBM: as
+        unified_memory.access_counter_migration says, else the driver's default (on with a
+        coherent, ATS host link; FACTS.md T1#35)."""
+        um = self.unified_memory
+        if um is None:
+            return False
+        if um.access_counter_migration is not None:
+            return um.access_counter_migration
+        return self.host_link.coherent
 
 
 class CpuComputeSpec(Spec):
@@ -461,6 +536,14 @@ class CpuComputeSpec(Spec):
     l3_cache_mb: PositiveFloat | None = Field(
         default=None, description="Informational: there is no cache model; CPU work is costed "
         "from peak FLOP/s and the memory's STREAM bandwidth.",
+    )
+    kernel_issue_us: float | None = Field(
+        default=None, ge=0.0, description="CPU time one core spends, in a PyTorch training "
+        "framework, to issue one GPU kernel: the Python module call, dispatcher, autograd "
+        "bookkeeping and launch, measured per call. The framework thread issues a step's "
+        "kernels one after another ahead of the GPU, so when kernels are shorter than this "
+        "the GPU waits for its host (training.cuda_graphs replays a captured op with one "
+        "launch). Absent or 0: the host never holds the GPU back.",
     )
 
     def peak_flops(self, dtype: Literal["fp64", "fp32"]) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ghsim.config.schema.base import (
     DocumentSpec,
@@ -21,8 +21,22 @@ from ghsim.config.schema.system import SystemSpec
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 
 
+Optimizer = Literal["adam", "adamw", "ademamix", "sgd"]
+MainGrads = Literal["fp32", "bf16", "fp16"]
+
+
 class TrainingSpec(Spec):
-    """What one optimizer step processes and in which precision."""
+    """What one optimizer step processes, in which precision, with which optimizer.
+
+    ``main_grads`` follows Megatron-LM (NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+    megatron/training/arguments.py, ``validate_args``): with ``--bf16`` it sets
+    ``accumulate_allreduce_grads_in_fp32 = True`` unless ``--main-grads-dtype bf16`` (a choice of
+    ``--use-precision-aware-optimizer``, default fp32) or ``--grad-reduce-in-bf16`` is given, and
+    ``training.py`` hands that flag to DDP as ``grad_reduce_in_fp32``: the gradient buffers and
+    the data-parallel reduce-scatter / all-reduce are FP32. With ``--fp16`` nothing forces it, so
+    gradients stay FP16 unless ``--accumulate-allreduce-grads-in-fp32`` is given. FP8 recipes
+    run with ``--bf16`` and behave as bf16.
+    """
 
     seq_len: PositiveInt
     micro_batch: PositiveInt = Field(description="Sequences per micro-batch per replica.")
@@ -32,6 +46,101 @@ class TrainingSpec(Spec):
         default="flash",
         description="flash: fused, stores no s x s scores; standard: stores them.",
     )
+    optimizer: Optimizer = Field(
+        default="adam", description="adam / adamw: two FP32 moments; ademamix (Pagliardini et "
+        "al. 2024, arXiv:2409.03137, Algorithm 1): three FP32 moments (fast EMA m1, slow EMA m2, "
+        "second moment nu); sgd: SGD with one FP32 momentum. Under mixed precision each also "
+        "keeps an FP32 master weight: 12, 12, 16 and 8 B of optimizer state a parameter (8, 8, "
+        "12, 4 in fp32), sharded by ZeRO >= 1; its step reads the gradient and the states, "
+        "writes the states back and the BF16 weight.",
+    )
+    main_grads: MainGrads | None = Field(
+        default=None, description="Dtype of the gradient buffers and of the data-parallel "
+        "gradient reduce-scatter / all-reduce. Default as Megatron-LM: fp32 for bf16 and fp8 "
+        "(it forces accumulate_allreduce_grads_in_fp32 with --bf16), fp16 for fp16, fp32 for "
+        "fp32. bf16 is Megatron's --use-precision-aware-optimizer --main-grads-dtype bf16 (bf16 "
+        "and fp8 only); fp16 needs precision fp16.",
+    )
+    attention_mask: Literal["causal", "document"] = Field(
+        default="causal", description="causal: every token attends to all earlier tokens of its "
+        "sequence. document: also not across the documents packed into a sequence (Megatron "
+        "--reset-attention-mask, as Apertus trains); flash attention then skips the masked "
+        "blocks, so the executed attention work is sum(d^2) / s^2 of the causal one, for "
+        "documents of d tokens in a sequence of s (see mean_document_tokens). The model FLOPs "
+        "(MFU) keep Megatron's convention and do not change; standard (unfused) attention "
+        "computes every score and masks it, so it does not change either.",
+    )
+    mean_document_tokens: PositiveInt | None = Field(
+        default=None, description="attention_mask document only (and then required): mean "
+        "length in tokens of the documents packed into a sequence, at most seq_len. Modelled as "
+        "seq_len // d documents of exactly d tokens and one of the remaining seq_len % d, so "
+        "the attention work is (n d^2 + r^2) / s^2 of the causal one (d / s when d divides s); "
+        "a spread of lengths with the same mean does more work (sum d^2 grows with the "
+        "variance), so this is a lower bound.",
+    )
+
+    fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] | None = Field(
+        default=None, description="precision fp8 only: Transformer Engine's scaling recipe. "
+        "delayed (DelayedScaling, TE's and NeMo's default on Hopper): each GEMM input is cast "
+        "and transposed in one pass with the scale of earlier steps' amax history; tensorwise "
+        "(Float8CurrentScaling): the tensor's own amax is reduced first, one more read of each "
+        "input; blockwise (Float8BlockScaling, DeepSeek-V3's 1x128 / 128x128 tiles): scales are "
+        "found inside the cast, which also writes one FP32 scale per 128 values. In every "
+        "recipe attention, norms and the output layer (Megatron's, not a TE module) stay BF16. "
+        "Default: delayed.",
+    )
+    cuda_graphs: bool = Field(
+        default=False, description="Replay each compute op (a layer's forward or backward "
+        "pass, the optimizer) as a captured CUDA graph, one launch instead of one per kernel "
+        "(Megatron-Core --enable-cuda-graph / --cuda-graph-impl, TE make_graphed_callables): "
+        "the host's time to issue kernels (the CPU part's kernel_issue_us) no longer holds "
+        "short kernels back. Off by default, as in Megatron-LM.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainingSpec:
+        if self.fp8_recipe is not None and self.precision != "fp8":
+            raise ValueError(f"fp8_recipe needs precision fp8, got {self.precision!r}")
+        if self.main_grads == "bf16" and self.precision not in ("bf16", "fp8"):
+            raise ValueError(f"main_grads 'bf16' needs precision bf16 or fp8, got "
+                             f"{self.precision!r}")
+        if self.main_grads == "fp16" and self.precision != "fp16":
+            raise ValueError(f"main_grads 'fp16' needs precision fp16, got {self.precision!r}")
+        if self.attention_mask == "document":
+            if self.mean_document_tokens is None:
+                raise ValueError("attention_mask 'document' needs mean_document_tokens")
+            if self.mean_document_tokens > self.seq_len:
+                raise ValueError(f"mean_document_tokens ({self.mean_document_tokens}) exceeds "
+                                 f"seq_len ({self.seq_len}): documents are cut at the sequence "
+                                 f"end; give at most seq_len")
+        elif self.mean_document_tokens is not None:
+            raise ValueError("mean_document_tokens is only used with attention_mask 'document'")
+        return self
+
+    @property
+    def fp8_recipe_resolved(self) -> str | None:
+        """The FP8 scaling recipe in effect (delayed by default), None without FP8."""
+        if self.precision != "fp8":
+            return None
+        return self.fp8_recipe or "delayed"
+
+    @property
+    def main_grads_resolved(self) -> MainGrads:
+        """The gradient dtype in effect (Megatron-LM's default when ``main_grads`` is unset)."""
+        if self.main_grads is not None:
+            return self.main_grads
+        return "fp16" if self.precision == "fp16" else "fp32"
+
+    @property
+    def attention_work_fraction(self) -> float:
+        """Executed attention work (flash) relative to a causal mask over the whole sequence:
+        sum over the documents of d_i^2 / s^2 (each document's causal triangle, d_i^2 / 2,
+        against the sequence's, s^2 / 2)."""
+        if self.attention_mask == "causal" or self.mean_document_tokens is None:
+            return 1.0
+        s, d = self.seq_len, self.mean_document_tokens
+        full, rest = divmod(s, d)
+        return (full * d * d + rest * rest) / (s * s)
 
 
 class ParallelismSpec(Spec):
@@ -46,10 +155,15 @@ class ParallelismSpec(Spec):
     zero_stage: Literal[0, 1, 2, 3] = 0
     recompute: Literal["none", "selective", "full"] = "none"
     overlap_grad_reduce: bool = Field(
-        default=True, description="Reduce gradient buckets during the backward pass."
+        default=True, description="Reduce gradient buckets during the backward pass. On by "
+        "default as NeMo's and Megatron-Bridge's recipes set it; Megatron-LM itself defaults "
+        "to off (--overlap-grad-reduce, store_true, megatron/training/arguments.py): set false "
+        "for a run that does not pass the flag."
     )
     overlap_param_gather: bool = Field(
-        default=True, description="ZeRO >= 1: gather updated weights during the next forward."
+        default=True, description="ZeRO >= 1: gather updated weights during the next forward. "
+        "On by default as NeMo's recipes set it; Megatron-LM defaults to off "
+        "(--overlap-param-gather, store_true)."
     )
     tp_comm_overlap: bool = Field(
         default=False, description="Overlap each sequence-parallel all-gather and "

@@ -72,6 +72,20 @@ class NodeSpec(Spec):
         "also crosses the host link and host memory.",
     )
 
+    power_limit_w: PositiveFloat | None = Field(
+        default=None, description="Power cap of one GPU module in this system, in W: on GH200 "
+        "the superchip's Grace, Hopper and memory together (Alps about 660 W, JUPITER 680 W; "
+        "Grace is served first), on DGX the GPU board limit. Informational: no published "
+        "measurement relates Hopper's sustained clock to its power cap and load, so ghsim "
+        "derives no clock from it; give the clock a capped system sustains as gpu_clock_ghz.",
+    )
+    gpu_clock_ghz: PositiveFloat | None = Field(
+        default=None, description="The SM clock this system's GPUs sustain under load (power "
+        "or thermal limits, vboost, locked clocks). Every compute rate of the GPU scales by "
+        "gpu_clock_ghz / the part's clock_ghz, the clock its peaks and measured efficiencies "
+        "refer to; memory and link rates do not. Default: the part's clock_ghz.",
+    )
+
     @property
     def uses_gpudirect_rdma(self) -> bool:
         if self.gpudirect_rdma is not None:

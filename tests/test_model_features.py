@@ -1,0 +1,310 @@
+"""Model and training features real runs use, each against numbers worked out by hand: the
+optimizer (its states and its step's traffic), the gradient dtype (memory and the data-parallel
+collectives), document masking (executed attention work, not model FLOPs), xIELU and squared
+ReLU (non-gated MLPs), QK norms and tied embeddings.
+
+The tiny model: 2 layers, hidden 64, 4 heads of 16, ffn 256, vocab 1000, RMSNorm, untied, no
+biases. Its parameters: per layer 4 h^2 (QKV + projection) + 2 h f (up + down) + 2 h (norms)
+= 16384 + 32768 + 128 = 49280; with the embedding and output (64000 each) and the final norm
+(64): 2 * 49280 + 128000 + 64 = 226624.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from ghsim.config import Scenario, load_system, scenario_from_spec
+from ghsim.config.schema import ModelSpec, ScenarioSpec, TrainingSpec
+from ghsim.workload.activations import layer_activation_bytes
+from ghsim.workload.ir import Kernel, Op, RankClass, Workload
+from ghsim.workload.kernels import layer_backward, layer_forward
+from ghsim.workload.lower import lower
+from ghsim.workload.modelsize import model_flops_per_token, parameter_count
+from ghsim.workload.shapes import layer_shapes
+from ghsim.workload.states import model_state_bytes
+
+TINY: dict[str, Any] = {"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 4,
+                        "ffn_hidden": 256, "vocab": 1000, "gated_mlp": False, "norm": "rmsnorm"}
+PARAMS = 226_624
+S = 2048  # sequence length; one sequence per micro-batch
+
+
+def scenario(model: dict[str, Any] | None = None, num_gpus: int = 1, system: str = "dgx-h100",
+             offload: str = "none", **training: Any) -> Scenario:
+    par = {key: training.pop(key) for key in ("zero_stage",) if key in training}
+    spec = ScenarioSpec.model_validate({
+        "name": "features", "system": load_system(system), "num_gpus": num_gpus,
+        "model": {**TINY, **(model or {})},
+        "training": {"seq_len": S, "micro_batch": 1, "global_batch": 2 * num_gpus,
+                     "precision": "bf16", **training},
+        "parallelism": par, "offload": {"strategy": offload},
+    })
+    return scenario_from_spec(spec, "features")
+
+
+def only_class(workload: Workload) -> RankClass:
+    (cls,) = workload.classes
+    return cls
+
+
+def states_at_start(cls: RankClass) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for event in cls.memory:
+        if event.op == -1:
+            totals[event.category] = totals.get(event.category, 0.0) + event.bytes
+    return totals
+
+
+def op_named(cls: RankClass, name: str) -> Op:
+    (op,) = [op for op in cls.ops if op.name == name]
+    return op
+
+
+def kernels_named(cls: RankClass, name: str) -> list[Kernel]:
+    return [k for op in cls.ops for k in op.kernels() if k.name == name]
+
+
+# -- the optimizer: states and step traffic ---------------------------------------------------
+
+def test_tiny_model_has_the_hand_counted_parameters() -> None:
+    assert parameter_count(ModelSpec.model_validate(TINY)).total == PARAMS
+
+
+@pytest.mark.parametrize(("optimizer", "state_bytes"), [
+    ("adam", 12), ("adamw", 12), ("ademamix", 16), ("sgd", 8)])
+def test_optimizer_states_per_parameter_under_mixed_precision(optimizer: str,
+                                                              state_bytes: int) -> None:
+    """FP32 master (4) + moments: Adam's m, v (8); AdEMAMix's m1, m2, nu (12); SGD's momentum
+    (4). Weights BF16 (2), gradients FP32 (4, Megatron's default with bf16)."""
+    sc = scenario(optimizer=optimizer)
+    states = model_state_bytes(sc.spec, dp=1)
+    assert (states.weights, states.gradients, states.optimizer) == (
+        2 * PARAMS, 4 * PARAMS, state_bytes * PARAMS)
+    lowered = states_at_start(only_class(lower(sc)))
+    assert lowered == {"weights": 2 * PARAMS, "gradients": 4 * PARAMS,
+                       "optimizer": state_bytes * PARAMS}
+
+
+def test_ademamix_exact_state_bytes_of_the_tiny_model() -> None:
+    states = model_state_bytes(scenario(optimizer="ademamix").spec, dp=1)
+    assert states.optimizer == 3_625_984  # 16 x 226,624
+    assert states.total == 453_248 + 906_496 + 3_625_984
+
+
+def test_fp32_training_keeps_no_separate_master_weight() -> None:
+    states = model_state_bytes(scenario(optimizer="ademamix", precision="fp32").spec, dp=1)
+    assert (states.weights, states.gradients, states.optimizer) == (
+        4 * PARAMS, 4 * PARAMS, 12 * PARAMS)
+
+
+@pytest.mark.parametrize(("extra", "name", "per_param"), [
+    ({}, "adam", 30),                                  # 4 + 12 + 12 + 2
+    ({"main_grads": "bf16"}, "adam", 28),              # 2 + 12 + 12 + 2
+    ({"optimizer": "adamw"}, "adamw", 30),
+    ({"optimizer": "ademamix"}, "ademamix", 38),       # 4 + 16 + 16 + 2
+    ({"optimizer": "ademamix", "main_grads": "bf16"}, "ademamix", 36),
+    ({"optimizer": "sgd"}, "sgd", 22),                 # 4 + 8 + 8 + 2
+    ({"precision": "fp32"}, "adam", 28),               # 4 + 12 + 12, the weight is the master
+    ({"precision": "fp32", "optimizer": "sgd"}, "sgd", 20),
+    ({"precision": "fp16"}, "adam", 28),               # FP16 gradients (2)
+])
+def test_optimizer_step_traffic(extra: dict[str, str], name: str, per_param: int) -> None:
+    cls = only_class(lower(scenario(**extra)))
+    (kernel,) = op_named(cls, f"optimizer.{name}").kernels()
+    assert kernel.bytes == per_param * PARAMS
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero_shards_the_ademamix_states(zero: int) -> None:
+    """Four data-parallel ranks: ZeRO 1 shards the 16 B of optimizer states (and the step),
+    ZeRO 2 also the FP32 gradients; the BF16 weights stay whole."""
+    sc = scenario(num_gpus=4, optimizer="ademamix", zero_stage=zero)
+    cls = only_class(lower(sc))
+    grads = 4 * PARAMS / (4 if zero >= 2 else 1)
+    assert states_at_start(cls) == pytest.approx(
+        {"weights": 2 * PARAMS, "gradients": grads, "optimizer": 16 * PARAMS / 4})
+    (kernel,) = op_named(cls, "optimizer.ademamix").kernels()
+    assert kernel.bytes == pytest.approx(38 * PARAMS / 4)
+
+
+def test_host_optimizer_step_follows_the_optimizer() -> None:
+    """ZeRO-Offload on one GH200: the FP32 gradients (4 B) go down, Grace streams AdEMAMix's
+    38 B a parameter, the BF16 weights (2 B) come up; its 16 B of states live in LPDDR5X."""
+    cls = only_class(lower(scenario(system="gh200-single", offload="optimizer",
+                                    optimizer="ademamix")))
+    assert op_named(cls, "offload.grads_d2h").bytes == 4 * PARAMS
+    assert op_named(cls, "offload.adam").bytes == 38 * PARAMS
+    assert op_named(cls, "offload.weights_h2d").bytes == 2 * PARAMS
+    host = sum(e.bytes for e in cls.memory if e.category == "optimizer" and e.tier == "lpddr")
+    assert host == 16 * PARAMS
+
+
+# -- gradient dtype --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("precision", "expected"), [
+    ("bf16", "fp32"), ("fp8", "fp32"), ("fp16", "fp16"), ("fp32", "fp32")])
+def test_main_grads_default_is_megatrons(precision: str, expected: str) -> None:
+    training = TrainingSpec.model_validate(
+        {"seq_len": S, "micro_batch": 1, "global_batch": 1, "precision": precision})
+    assert training.main_grads_resolved == expected
+
+
+@pytest.mark.parametrize(("precision", "main_grads"), [
+    ("fp16", "bf16"), ("fp32", "bf16"), ("bf16", "fp16"), ("fp32", "fp16")])
+def test_main_grads_must_fit_the_precision(precision: str, main_grads: str) -> None:
+    with pytest.raises(ValidationError, match="main_grads"):
+        TrainingSpec.model_validate({"seq_len": S, "micro_batch": 1, "global_batch": 1,
+                                     "precision": precision, "main_grads": main_grads})
+
+
+@pytest.mark.parametrize(("main_grads", "per_param"), [(None, 4), ("fp32", 4), ("bf16", 2)])
+def test_data_parallel_gradient_all_reduce_follows_main_grads(main_grads: str | None,
+                                                              per_param: int) -> None:
+    extra = {} if main_grads is None else {"main_grads": main_grads}
+    cls = only_class(lower(scenario(num_gpus=2, **extra)))
+    reduced = sum(op.bytes for op in cls.ops if op.name.startswith("dp.grad_all_reduce"))
+    assert reduced == per_param * PARAMS
+    assert states_at_start(cls)["gradients"] == per_param * PARAMS
+    gathers = [op for op in cls.ops if op.name.startswith("dp.param_all_gather")]
+    assert not gathers  # ZeRO 0: no weight gather, whatever the gradient dtype
+
+
+# -- document masking ------------------------------------------------------------------------
+
+def _flash_flops(sc: Scenario) -> float:
+    cls = only_class(lower(sc))
+    (kernel, *_) = kernels_named(cls, "attn.flash")
+    return kernel.flops
+
+
+def test_document_mask_halves_attention_when_documents_are_half_the_sequence() -> None:
+    """Causal within documents of d = s/2 tokens: 2 (d^2 / 2) = s^2 / 4 of the s^2 / 2 scores
+    of a causal mask. Forward 4 s s (4 x 16) = 1,073,741,824 FLOPs; forward and backward
+    (x 3) of 2 layers, 2 sequences: the step executes 6,442,450,944 FLOPs less; model FLOPs
+    (Megatron's formula ignores the mask) are unchanged."""
+    causal = scenario()
+    document = scenario(attention_mask="document", mean_document_tokens=S // 2)
+    assert _flash_flops(causal) == 4 * S * S * 64 == 1_073_741_824
+    assert _flash_flops(document) == 1_073_741_824 / 2
+    causal_work, document_work = lower(causal), lower(document)
+    assert document_work.model_flops_per_step == causal_work.model_flops_per_step
+    saved = causal_work.hardware_flops_per_step - document_work.hardware_flops_per_step
+    assert saved == 0.5 * 3 * 1_073_741_824 * 2 * 2 == 6_442_450_944
+    per_token = model_flops_per_token(document.spec.model, S)
+    assert document_work.model_flops_per_step == per_token * 2 * S
+
+
+def test_document_mask_with_a_remainder_document() -> None:
+    """d = 768 in s = 2048: two documents of 768 and one of 512:
+    (2 x 768^2 + 512^2) / 2048^2 = 1,441,792 / 4,194,304 = 0.34375."""
+    document = scenario(attention_mask="document", mean_document_tokens=768)
+    assert document.spec.training.attention_work_fraction == 0.34375
+    assert _flash_flops(document) == 1_073_741_824 * 0.34375
+
+
+def test_standard_attention_computes_every_score_whatever_the_mask() -> None:
+    causal = only_class(lower(scenario(attention="standard")))
+    document = only_class(lower(scenario(attention="standard", attention_mask="document",
+                                         mean_document_tokens=256)))
+    for name in ("attn.qk", "attn.av"):
+        assert [k.flops for k in kernels_named(document, name)] == [
+            k.flops for k in kernels_named(causal, name)]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"attention_mask": "document"}, "needs mean_document_tokens"),
+    ({"attention_mask": "document", "mean_document_tokens": S + 1}, "exceeds seq_len"),
+    ({"mean_document_tokens": 512}, "only used with attention_mask 'document'"),
+])
+def test_document_mask_keys_are_checked(extra: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        TrainingSpec.model_validate({"seq_len": S, "micro_batch": 1, "global_batch": 1,
+                                     "precision": "bf16", **extra})
+
+
+# -- activations -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("activation", "extra_params"), [
+    ("xielu", 2), ("squared_relu", 0), ("gelu", 0)])
+def test_non_gated_activations_have_two_matrices(activation: str, extra_params: int) -> None:
+    """xIELU and squared ReLU are non-gated: up (h x f) and down (f x h) only; xIELU adds its
+    two learned scalars per layer. The activation kernel reads the t x f up output and writes
+    its t x f result (BF16): 2048 x 256 x 2 x 2 = 2,097,152 B; FLOPs are those of any
+    non-gated MLP."""
+    model = ModelSpec.model_validate({**TINY, "activation": activation})
+    count = parameter_count(model)
+    assert count.mlp_per_layer == 2 * 64 * 256 + extra_params
+    assert count.total == PARAMS + 2 * extra_params
+    assert model_flops_per_token(model, S) == model_flops_per_token(
+        ModelSpec.model_validate(TINY), S)
+    sc = scenario({"activation": activation})
+    forward = {k.name: k for k in layer_forward(layer_shapes(sc.spec, sc.layout))
+               if isinstance(k, Kernel)}
+    assert forward["mlp_up"].shape == (S, 256, 64)
+    assert forward["mlp_act"].bytes == 2_097_152
+
+
+@pytest.mark.parametrize("activation", ["xielu", "squared_relu"])
+def test_non_gated_activation_rejects_gated_mlp(activation: str) -> None:
+    with pytest.raises(ValidationError, match="contradicts gated_mlp"):
+        ModelSpec.model_validate({**TINY, "gated_mlp": True, "activation": activation})
+
+
+# -- QK norm ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("norm", "per_layer"), [("rmsnorm", 2 * 16), ("layernorm", 4 * 16)])
+def test_qk_norm_parameters(norm: str, per_layer: int) -> None:
+    """A norm of head_dim (16) for queries and one for keys, shared by the heads (with a bias
+    each under layernorm)."""
+    plain = parameter_count(ModelSpec.model_validate({**TINY, "norm": norm}))
+    qk = parameter_count(ModelSpec.model_validate({**TINY, "norm": norm, "qk_norm": True}))
+    assert qk.attention_per_layer - plain.attention_per_layer == per_layer
+    assert qk.total - plain.total == 2 * per_layer
+
+
+def test_qk_norm_adds_two_norm_kernels_and_their_inputs() -> None:
+    """With 2 KV heads: q_norm over t x 64 and k_norm over t x 32 elements, read and written in
+    BF16 (524,288 and 262,144 B), backward at 1.5 times; their inputs (t x 96 x 2 =
+    393,216 B) are kept for the backward pass; model FLOPs unchanged."""
+    model = {"kv_heads": 2}
+    plain, qk = scenario(model), scenario({**model, "qk_norm": True})
+    shapes, qk_shapes = (layer_shapes(s.spec, s.layout) for s in (plain, qk))
+    forward = {k.name: k for k in layer_forward(qk_shapes) if isinstance(k, Kernel)}
+    assert (forward["q_norm"].bytes, forward["q_norm"].klass) == (524_288, "norm")
+    assert (forward["k_norm"].bytes, forward["k_norm"].klass) == (262_144, "norm")
+    names = [k.name for k in layer_forward(qk_shapes) if isinstance(k, Kernel)]
+    assert names.index("qkv") < names.index("q_norm") < names.index("rope")
+    backward = {k.name: k for k in layer_backward(qk_shapes) if isinstance(k, Kernel)}
+    assert backward["q_norm.bwd"].bytes == 1.5 * 524_288
+    assert backward["k_norm.bwd"].bytes == 1.5 * 262_144
+    assert {k.name for k in layer_forward(shapes) if isinstance(k, Kernel)} == set(
+        forward) - {"q_norm", "k_norm"}
+    assert layer_activation_bytes(qk_shapes) - layer_activation_bytes(shapes) == 393_216
+    assert lower(qk).model_flops_per_step == lower(plain).model_flops_per_step
+
+
+# -- tied embeddings -------------------------------------------------------------------------
+
+def test_untied_output_matrix_has_parameters_gradients_states_and_traffic() -> None:
+    """Untied: the V x h output matrix (64,000 parameters) adds its BF16 weight, FP32 gradient,
+    Adam's 12 B of states and its 4 B gradient to the data-parallel all-reduce; the logits GEMM
+    runs either way and model FLOPs do not change."""
+    tied, untied = scenario({"tied_embeddings": True}, num_gpus=2), scenario(num_gpus=2)
+    extra = 1000 * 64
+    assert parameter_count(untied.spec.model).total - parameter_count(
+        tied.spec.model).total == extra
+    tied_cls, untied_cls = only_class(lower(tied)), only_class(lower(untied))
+    difference = {key: value - states_at_start(tied_cls)[key]
+                  for key, value in states_at_start(untied_cls).items()}
+    assert difference == {"weights": 2 * extra, "gradients": 4 * extra, "optimizer": 12 * extra}
+
+    def reduced(cls: RankClass) -> float:
+        return sum(op.bytes for op in cls.ops if op.name.startswith("dp.grad_all_reduce"))
+
+    assert reduced(untied_cls) - reduced(tied_cls) == 4 * extra
+    assert [k.flops for k in kernels_named(untied_cls, "logits")] == [
+        k.flops for k in kernels_named(tied_cls, "logits")]
+    assert lower(untied).model_flops_per_step == lower(tied).model_flops_per_step

@@ -1,0 +1,218 @@
+"""Off the roofline (issue 11): GEMM efficiency by shape against published sweeps, the host
+thread that issues the kernels, the systems GH200 runs were measured on, and their power caps.
+
+Published numbers are checked with a tolerance and their source; the host model against
+closed forms worked out by hand.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ghsim.config import load_scenario
+from ghsim.config.api import load_hardware, load_system
+from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model
+from ghsim.engine.simulate import simulate
+from ghsim.engine.simulator import KernelIssue
+from ghsim.workload.ir import Kernel
+
+
+def _gemm(m: int, n: int, k: int) -> Kernel:
+    return Kernel("g", 2.0 * m * n * k, 2.0 * (m * k + m * n + k * n), "bf16", (m, n, k), "gemm")
+
+
+def _tflops(gpu: GpuCostModel, m: int, n: int, k: int, with_launch: bool = True) -> float:
+    kernel = _gemm(m, n, k)
+    seconds = gpu.kernel_s(kernel) if with_launch else gpu.gemm_s(kernel)
+    return kernel.flops / seconds / 1e12
+
+
+# XLA's measured sm_90 BF16 matmul table (tensorflow/tensorflow@372d578b:third_party/xla/xla/
+# service/gpu/model/matmul_interpolator_data.h, kDefaultMatmulPTable "sm_90"; docs/
+# hardware-facts.md T4#2): (batch x M, N, K) -> TFLOP/s, every dimension >= 2048.
+XLA_SM90 = {
+    (4 * 4096, 2048, 4096): 808.7, (2 * 4096, 4096, 4096): 807.7, (4096, 4096, 4096): 783.3,
+    (4096, 2048, 4096): 758.4, (2048, 4096, 4096): 753.6, (4096, 4096, 2048): 738.7,
+    (2048, 2048, 4096): 738.0, (4096, 2048, 2048): 716.1, (2048, 2048, 2048): 632.0,
+}
+
+
+@pytest.mark.parametrize(("shape", "measured"), sorted(XLA_SM90.items()))
+def test_h100_gemms_follow_the_measured_sm90_table(shape: tuple[int, int, int],
+                                                   measured: float) -> None:
+    gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
+    assert _tflops(gpu, *shape) == pytest.approx(measured, rel=0.08)
+
+
+def test_small_k_costs_what_the_sweeps_measured() -> None:
+    """K = 1024 and 512 at M = N = 4096 ran 0.86x and 0.69x of K = 4096 (T4#2): the model's
+    K factor gives the same fall within 10 %, and it is monotone in K."""
+    gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
+    full = _tflops(gpu, 4096, 4096, 4096)
+    assert _tflops(gpu, 4096, 4096, 1024) / full == pytest.approx(677.4 / 783.3, rel=0.10)
+    assert _tflops(gpu, 4096, 4096, 512) / full == pytest.approx(543.1 / 783.3, rel=0.10)
+    rates = [_tflops(gpu, 8192, 8192, k) for k in (256, 512, 1024, 2048, 4096, 8192, 16384)]
+    assert rates == sorted(rates)
+
+
+def test_a_training_shape_on_gh200_and_h100_as_measured() -> None:
+    """NVIDIA/TransformerEngine#2053 (T4#4): a Linear of 8192 tokens, hidden 2048, runs its GEMM
+    in 91.6 us on GH200 (750 TFLOP/s) and 100.1 us on a DGX H100 (687)."""
+    for part, measured in (("gh200-96gb", 749.9), ("h100-sxm5-80gb", 686.6)):
+        gpu = gpu_cost_model(load_hardware(part))
+        assert _tflops(gpu, 8192, 2048, 2048, with_launch=False) == pytest.approx(
+            measured, rel=0.05), part
+
+
+@pytest.mark.parametrize("part", ["h100-sxm5-80gb", "h200-sxm-141gb", "gh200-96gb"])
+def test_no_shape_beats_the_best_shape_of_the_sweep(part: str) -> None:
+    gpu = gpu_cost_model(load_hardware(part))
+    best = gpu.peak_flops["bf16"] * gpu.gemm_efficiency["bf16"] / 1e12
+    for shape in ((2048, 2048, 13312), (16384, 16384, 65536), (8192, 28672, 8192)):
+        assert _tflops(gpu, *shape, with_launch=False) <= best * (1 + 1e-9)
+    assert _tflops(gpu, 2048, 2048, 13312, with_launch=False) == pytest.approx(best)
+
+
+def test_fp8_loses_more_to_a_short_k_than_bf16() -> None:
+    """The same fixed cost per tile weighs twice as much when FP8 halves the math per K step
+    (k_half 440 against 285, T4#2-3)."""
+    gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
+    assert gpu.k_factor(1024, "fp8") < gpu.k_factor(1024, "bf16")
+    assert gpu.k_factor(1024, "fp8") == pytest.approx(1024 / 1464)
+
+
+# -- the host thread that issues kernels ----------------------------------------------------------
+
+def test_the_host_waits_by_hand() -> None:
+    issue = KernelIssue(kernel_s=10e-6)
+    # 4 kernels of 1 us, host and GPU free at 0: the host's pace, then the last kernel
+    assert issue.wait_s(0.0, 0.0, 4, 4e-6) == pytest.approx(40e-6 + 1e-6 - 4e-6)
+    # kernels of 100 us: only the first launch is waited for
+    assert issue.wait_s(0.0, 0.0, 4, 400e-6) == pytest.approx(10e-6)
+    # the host ran ahead (issued everything long before the GPU got here): no wait
+    assert issue.wait_s(0.0, 1.0, 4, 4e-6) == 0.0
+    assert KernelIssue(kernel_s=10e-6, graphs=True).launches(tuple([_gemm(8, 8, 8)] * 9)) == 1
+
+
+SMALL = ["system=gh200-single", "num_gpus=1", "model=llama3-8b", "model.layers=4",
+         "model.hidden=512", "model.heads=8", "model.kv_heads=8", "model.ffn_hidden=1024",
+         "model.vocab=1024", "training.seq_len=128", "training.micro_batch=1",
+         "training.global_batch=4", "offload.strategy=none"]
+
+
+def test_a_tiny_step_on_grace_waits_for_its_host() -> None:
+    """Kernels of a few microseconds are shorter than the 33 us Grace takes to issue each: the
+    step runs at the host's pace and says so."""
+    result = simulate(load_scenario("llama3-8b-gh200", SMALL))
+    assert result.bottleneck["cause"] == "cpu"
+    launches = sum(len(op.body) for c in result.timeline.classes  # type: ignore[union-attr]
+                   for op in c.rank_class.ops if op.kind == "compute")
+    assert result.step_time_s >= launches * 33.2e-6
+
+
+def test_a_faster_host_or_none_shortens_a_host_bound_step() -> None:
+    grace = simulate(load_scenario("llama3-8b-gh200", SMALL)).step_time_s
+    quicker = simulate(load_scenario("llama3-8b-gh200", [
+        *SMALL, "system.node.cpu.cpu.compute.kernel_issue_us=13.5"])).step_time_s
+    assert quicker < 0.6 * grace
+
+
+def test_a_large_step_is_not_held_back_by_its_host() -> None:
+    base = ["system=gh200-single", "num_gpus=1", "model=llama3-8b", "model.layers=2",
+            "training.seq_len=4096", "training.micro_batch=2", "training.global_batch=4",
+            "offload.strategy=none"]
+    result = simulate(load_scenario("llama3-8b-gh200", base))
+    assert result.breakdown_s["cpu"] < 1e-3 * result.step_time_s
+
+
+# -- the systems and their power caps -------------------------------------------------------------
+
+def test_alps_and_jedi_ship_with_their_networks() -> None:
+    alps, jedi = load_system("alps-gh200"), load_system("jedi-gh200")
+    assert alps.node.nic is not None and alps.node.nic.nic is not None
+    assert alps.node.nic.nic.protocol == "slingshot"
+    assert alps.node.uses_gpudirect_rdma and not jedi.node.uses_gpudirect_rdma
+    assert (alps.node.power_limit_w, jedi.node.power_limit_w) == (660, 680)
+    assert alps.node.cpu_link is not None and jedi.node.cpu_link is not None
+    assert (alps.node.cpu_link.bandwidth_gb_s, jedi.node.cpu_link.bandwidth_gb_s) == (150, 100)
+
+
+def test_a_power_cap_is_reported_not_guessed_and_a_sustained_clock_scales_compute() -> None:
+    base = ["system=alps-gh200", "num_gpus=1", "model=llama3-8b", "model.layers=2",
+            "training.seq_len=4096", "training.global_batch=2", "offload.strategy=none"]
+    result = simulate(load_scenario("llama3-8b-gh200", base))
+    assert any("660 W" in w for w in result.warnings)
+    capped = simulate(load_scenario("llama3-8b-gh200", [*base, "system.node.gpu_clock_ghz=1.4"]))
+    assert not any("660 W" in w for w in capped.warnings)
+    same = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "system.node.gpu.gpu.compute.clock_ghz=1.4"]))
+    gemm = result.compute_breakdown_s["gemm"]
+    assert capped.compute_breakdown_s["gemm"] == pytest.approx(gemm * 1.83 / 1.4, rel=0.02)
+    # a sustained clock moves compute exactly as a part quoted at that clock would
+    assert capped.compute_breakdown_s == pytest.approx(same.compute_breakdown_s, rel=1e-9)
+
+
+def test_cuda_graphs_take_the_host_off_a_host_bound_step() -> None:
+    eager = simulate(load_scenario("llama3-8b-gh200", SMALL))
+    graphed = simulate(load_scenario("llama3-8b-gh200", [*SMALL, "training.cuda_graphs=true"]))
+    assert graphed.breakdown_s["cpu"] < 0.05 * eager.breakdown_s["cpu"]
+    assert graphed.step_time_s < 0.6 * eager.step_time_s
+    assert graphed.compute_breakdown_s == pytest.approx(eager.compute_breakdown_s, rel=1e-9)
+
+
+# -- FP8 as Transformer Engine runs it ------------------------------------------------------------
+
+FP8 = ["system=dgx-h100", "num_gpus=1", "model=llama3-8b", "model.layers=1",
+       "training.seq_len=2048", "training.micro_batch=1", "training.global_batch=1",
+       "training.precision=fp8", "offload.strategy=none"]
+
+
+def _kernels(overrides: list[str]) -> dict[str, tuple[str, float]]:
+    from ghsim.workload.lower import lower
+    workload = lower(load_scenario("llama3-8b-gh200", overrides))
+    found: dict[str, tuple[str, float]] = {}
+    for op in workload.classes[0].ops:
+        for step in op.body:
+            if isinstance(step, Kernel):
+                found.setdefault(step.name, (step.dtype, step.bytes))
+    return found
+
+
+def test_the_output_layer_and_attention_stay_bf16_under_fp8() -> None:
+    kernels = _kernels(FP8)
+    assert kernels["qkv"][0] == "fp8" and kernels["mlp_down"][0] == "fp8"
+    assert kernels["logits"][0] == "bf16" and kernels["attn.flash"][0] == "bf16"
+
+
+def test_fp8_recipes_cost_their_casts() -> None:
+    """Per GEMM input of e elements: delayed reads BF16 and writes FP8 twice (row-wise and
+    transposed), 4 e bytes; tensorwise reads it once more for its amax, 6 e; blockwise adds an
+    FP32 scale per 128 values both ways, 4 e + e / 16."""
+    elements = 2048 * 4096  # the QKV input: tokens x hidden
+    cast = {recipe: _kernels([*FP8, f"training.fp8_recipe={recipe}"])["qkv.fp8_cast_transpose"][1]
+            for recipe in ("delayed", "tensorwise", "blockwise")}
+    assert cast == {"delayed": 4 * elements, "tensorwise": 6 * elements,
+                    "blockwise": 4 * elements + elements / 16}
+    assert _kernels(FP8)["qkv.fp8_cast_transpose"][1] == cast["delayed"]  # the default
+
+
+# -- each new constant moves the prediction the way the hardware would ---------------------------
+
+def test_a_heavier_fixed_cost_per_tile_slows_short_k_gemms() -> None:
+    base = ["system=gh200-single", "num_gpus=1", "model=llama3-8b", "model.layers=2",
+            "model.hidden=1024", "model.heads=8", "model.kv_heads=8", "model.ffn_hidden=4096",
+            "training.seq_len=4096", "training.global_batch=2", "offload.strategy=none"]
+    light = simulate(load_scenario("llama3-8b-gh200", base))
+    heavy = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "system.node.gpu.gpu.compute.gemm_k_half.bf16=570"]))
+    assert heavy.compute_breakdown_s["gemm"] > 1.05 * light.compute_breakdown_s["gemm"]
+
+
+def test_a_better_best_shape_speeds_every_gemm_up_to_it() -> None:
+    base = ["system=gh200-single", "num_gpus=1", "model=llama3-8b", "model.layers=2",
+            "training.seq_len=4096", "training.global_batch=2", "offload.strategy=none"]
+    shipped = simulate(load_scenario("llama3-8b-gh200", base)).compute_breakdown_s["gemm"]
+    better = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "system.node.gpu.gpu.compute.gemm_efficiency.bf16=0.9"])
+    ).compute_breakdown_s["gemm"]
+    assert better == pytest.approx(shipped * 0.8375 / 0.9, rel=0.03)
