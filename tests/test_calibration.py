@@ -27,8 +27,20 @@ def test_calibration_accuracy(calibration_file: Path) -> None:
     assert not failed, failed
     assert summary["simulated"] == 30
     report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
-    assert summary["mape"] <= 0.08, report
-    assert summary["max_abs_error"] <= 0.20, report
+    assert summary["mape"] <= 0.075, report
+    assert summary["max_abs_error"] <= 0.15, report
+
+
+def test_moe_points_all_simulate_within_a_regression_bound() -> None:
+    """validation/moe.yaml (issue 13): every point simulates. The issue's target is a MAPE of
+    15 %; today's is 23.4 % (worst -48 %, Qwen3-235B at tp 4 / ep 8), so this bound only
+    guards against regressions until the mechanisms that close the gap land."""
+    outcomes = validate_file(ROOT / "validation" / "moe.yaml")
+    summary = summarize(outcomes)
+    assert not [o.failed for o in outcomes if o.failed]
+    assert summary["simulated"] == 9
+    report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
+    assert summary["mape"] <= 0.26, report
 
 
 POINTS = """\
@@ -116,12 +128,13 @@ def test_validate_all_runs_every_shipped_set_and_skips_the_others(
     assert main(["validate", "--all", "--json"]) == 0
     captured = capsys.readouterr()
     reports = json.loads(captured.out)
-    assert list(reports) == ["calibration", "gh200"]
+    assert list(reports) == ["calibration", "gh200", "moe"]
     assert reports["calibration"]["simulated"] == 30 and reports["gh200"]["simulated"] == 12
+    assert reports["moe"]["simulated"] == 9
     assert all(r["failed"] == 0 for r in reports.values()), reports
     skipped = captured.err.strip().splitlines()
-    assert len(skipped) == 2, skipped
-    assert "skipping inference" in skipped[0] and "skipping moe" in skipped[1]
+    assert len(skipped) == 1, skipped
+    assert "skipping inference" in skipped[0]
 
 
 @pytest.mark.parametrize("argv", [["validate"], ["validate", "--json"],
@@ -136,6 +149,6 @@ def test_validate_needs_one_file_or_all(argv: list[str],
 
 def test_a_set_in_a_schema_ghsim_cannot_load_yet_exits_2(
         capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate", "moe"]) == 2
+    assert main(["validate", "inference"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "validation_points_moe" in err[0], err
+    assert len(err) == 1 and "inference_points" in err[0], err

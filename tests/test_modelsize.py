@@ -13,12 +13,33 @@ from tests.conftest import shipped
 
 MODELS = shipped("models")
 
+PUBLISHED_MISSES: dict[tuple[str, str], tuple[float, str]] = {
+    ("deepseek-v3", "active"): (
+        0.02, "37.55B: DeepSeek's own 671B total minus 58 x 248 unused experts of 44.04M; "
+        "the paper says 37B, README_WEIGHTS.md 36.7B (+1.5 %)"),
+    ("qwen3-30b-a3b", "active"): (
+        0.02, "3.353B, which the model card gives as 3.3B; its 30.5B total and 29.9B "
+        "non-embedding match (+1.6 %)"),
+    ("llama4-scout", "total"): (
+        0.015, "107.77B of the text decoder; Meta's 109B includes the vision encoder and "
+        "projector (about 0.9B) (-1.1 %)"),
+    ("llama4-scout", "active"): (
+        0.015, "17.17B against the size label 17B (+1.0 %)"),
+    ("llama4-maverick", "active"): (
+        0.015, "17.18B against the size label 17B (+1.1 %)"),
+}
+"""Published figures that a faithful architecture cannot meet within 1 %, with the bound the
+count stays within and why: (model, 'total' | 'active') -> (bound, reason)."""
+
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
 def test_params_match_published_within_1_percent(path: Path) -> None:
     model = load_model(path)
     assert model.published_params is not None, "every shipped model cites its parameter count"
-    assert parameter_count(model).total == pytest.approx(model.published_params, rel=0.01)
+    # The main model, as authors publish it: DeepSeek-V3's MTP module is published apart.
+    count = parameter_count(model).main_total
+    bound = PUBLISHED_MISSES.get((path.stem, "total"), (0.01, ""))[0]
+    assert count == pytest.approx(model.published_params, rel=bound)
 
 
 def test_gpt3_175b_matches_the_issue_figures() -> None:

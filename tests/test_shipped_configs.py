@@ -29,6 +29,8 @@ def test_the_library_is_complete() -> None:
             "dgx-h200", "dgx-a100"} <= stems
     assert {"gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b",
             "llama3.1-405b", "nemotron4-340b", "qwen3-14b"} <= stems
+    assert {"deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b",
+            "mixtral-8x22b", "llama4-scout", "llama4-maverick"} <= stems
 
 
 @pytest.mark.parametrize("path", CITED, ids=_id)

@@ -55,6 +55,12 @@ class Layout:
     micro_batches: int
     """Micro-batches per replica per optimizer step."""
     tokens_per_step: int
+    ep: int = 1
+    """Expert-parallel size (1 for dense models)."""
+    etp: int = 1
+    """Expert tensor-parallel size."""
+    edp: int = 1
+    """Expert data-parallel size: the ranks of a stage, tp x cp x dp, over ep x etp."""
 
     @property
     def model_parallel(self) -> int:
@@ -135,6 +141,38 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
         )
 
 
+def _expert_layout(spec: ScenarioSpec, stage_ranks: int) -> tuple[int, int, int]:
+    """ep, etp and edp under Megatron-Core's parallel folding: the ranks of a pipeline stage
+    refold as etp x ep x edp (megatron/core/parallel_state.py, the expert RankGenerator)."""
+    par, moe = spec.parallelism, getattr(spec.model, "moe", None)
+    etp = par.etp if par.etp is not None else par.tp
+    if moe is None:
+        if par.ep > 1 or (par.etp is not None and par.etp != par.tp):
+            key = "ep" if par.ep > 1 else "etp"
+            raise LayoutProblem(("parallelism", key), f"expected {key} only for a model with "
+                                f"experts (model.moe), got {getattr(par, key)}")
+        return 1, etp, stage_ranks // etp
+    if par.tp > 1 and not par.sequence_parallel:
+        raise LayoutProblem(
+            ("parallelism", "sequence_parallel"), "expected true for a MoE model with tp > 1: "
+            "Megatron-Core refuses MoE with tensor parallelism but no sequence parallelism "
+            "(megatron/core/transformer/moe/moe_layer.py, MoELayer.forward)",
+            related=(("parallelism", "tp"),))
+    if moe.experts % par.ep:
+        raise LayoutProblem(("parallelism", "ep"), f"expected a divisor of the model's "
+                            f"{moe.experts} experts, got {par.ep}", related=(("model",),))
+    if moe.expert_ffn_hidden % etp:
+        raise LayoutProblem(("parallelism", "etp"), f"expected a divisor of expert_ffn_hidden "
+                            f"{moe.expert_ffn_hidden}, got {etp}")
+    if stage_ranks % (par.ep * etp):
+        raise LayoutProblem(
+            ("parallelism", "ep"),
+            f"expected ep x etp ({par.ep} x {etp}) to divide the {stage_ranks} GPUs of a "
+            f"pipeline stage (num_gpus / pp)", related=(("parallelism", "etp"), ("num_gpus",),
+                                                       ("parallelism", "pp")))
+    return par.ep, etp, stage_ranks // (par.ep * etp)
+
+
 def derive_layout(spec: ScenarioSpec) -> Layout:
     """Check the scenario's layout and derive its sizes; raises :class:`LayoutProblem`."""
     par, training = spec.parallelism, spec.training
@@ -168,6 +206,7 @@ def derive_layout(spec: ScenarioSpec) -> Layout:
             related=(("training", "micro_batch"), ("parallelism", "dp"), ("num_gpus",)),
         )
     micro_batches = training.global_batch // per_step
+    ep, etp, edp = _expert_layout(spec, spec.num_gpus // par.pp)
     domain = min(spec.system.gpus_per_domain, spec.num_gpus)
     return Layout(
         tp=par.tp, pp=par.pp, cp=par.cp, dp=dp, vp=vp,
@@ -175,4 +214,5 @@ def derive_layout(spec: ScenarioSpec) -> Layout:
         gpus_per_domain=domain, num_domains=-(-spec.num_gpus // domain),
         micro_batches=micro_batches,
         tokens_per_step=training.global_batch * training.seq_len,
+        ep=ep, etp=etp, edp=edp,
     )

@@ -56,15 +56,16 @@ class GpuCostModel:
                               f"has no entry for {dtype!r}, which this scenario runs{hint}")
         return value
 
-    def wave_efficiency(self, m: int, n: int) -> float:
-        """Useful fraction of the tile slots a GEMM with an ``m x n`` output occupies
-        (1 for ``m`` or ``n`` of 0: full waves)."""
+    def wave_efficiency(self, m: int, n: int, groups: int = 1) -> float:
+        """Useful fraction of the tile slots ``groups`` GEMMs with an ``m x n`` output each
+        occupy when their tiles share the waves, as a grouped GEMM schedules them (1 for ``m``
+        or ``n`` of 0: full waves)."""
         if m <= 0 or n <= 0:
             return 1.0
         tm, tn = self.tile
-        tiles = math.ceil(m / tm) * math.ceil(n / tn)
+        tiles = groups * math.ceil(m / tm) * math.ceil(n / tn)
         waves = math.ceil(tiles / self.sms)
-        return (m * n) / (waves * self.sms * tm * tn)
+        return (groups * m * n) / (waves * self.sms * tm * tn)
 
     def _k_half(self, dtype: str) -> float:
         return self.k_half.get(dtype, self.k_half.get(_FALLBACK.get(dtype, ""),
@@ -78,18 +79,19 @@ class GpuCostModel:
         """``k / (k + k_half)``: the share of a tile's time spent in its main loop."""
         return k / (k + self._k_half(dtype))
 
-    def shape_efficiency(self, m: int, n: int, k: int, dtype: str = "bf16") -> float:
-        """Throughput of an ``m x n x k`` GEMM relative to the measured reference shape's:
-        the ratio of their wave and K factors, at most 1."""
+    def shape_efficiency(self, m: int, n: int, k: int, dtype: str = "bf16",
+                         groups: int = 1) -> float:
+        """Throughput of an ``m x n x k`` GEMM (``groups`` of them, grouped) relative to the
+        measured reference shape's: the ratio of their wave and K factors, at most 1."""
         rm, rn, rk = self._reference(dtype)
-        this = self.wave_efficiency(m, n) * self.k_factor(k, dtype)
+        this = self.wave_efficiency(m, n, groups) * self.k_factor(k, dtype)
         return min(1.0, this / (self.wave_efficiency(rm, rn) * self.k_factor(rk, dtype)))
 
     def gemm_s(self, kernel: Kernel) -> float:
         m, n, k = kernel.shape
         peak = self._lookup(self.peak_flops, kernel.dtype, "flops_per_clock_per_sm")
         efficiency = self._lookup(self.gemm_efficiency, kernel.dtype, "gemm_efficiency")
-        efficiency *= self.shape_efficiency(m, n, k, kernel.dtype)
+        efficiency *= self.shape_efficiency(m, n, k, kernel.dtype, kernel.groups)
         compute = kernel.flops / (peak * efficiency)
         return max(compute, kernel.bytes / self.hbm_bytes_per_s)
 

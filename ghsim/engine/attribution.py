@@ -12,12 +12,19 @@ from __future__ import annotations
 
 from ghsim.engine.simulator import ClassTimeline, Timeline
 
-BREAKDOWN_KEYS = ("compute", "tp", "cp", "pp", "dp", "pipeline_bubble", "offload", "migration",
+BREAKDOWN_KEYS = ("compute", "tp", "cp", "ep", "pp", "dp", "pipeline_bubble", "offload",
+                  "migration",
                   "cpu", "other")
 COMPUTE_KEYS = ("gemm", "attention", "elementwise", "optimizer", "recompute", "overlap")
 
 
 _HOST = {"copy": "offload", "cpu": "cpu", "migrate": "migration"}
+_INLINE = {"tp": "tp", "cp": "cp", "cpu": "cpu", "ep": "ep", "etp": "ep"}
+"""Parts of a compute op that are not kernels: the inline collectives (expert tensor
+parallelism counts with the expert-parallel exchange) and the wait for the host."""
+_GROUP = {"embedding": "pp", "edp": "dp"}
+"""Collective groups charged to another part: tied embeddings to the pipeline, the experts'
+data-parallel synchronization to dp."""
 
 
 def critical_class(timeline: Timeline) -> ClassTimeline:
@@ -30,7 +37,8 @@ def _category(cls: ClassTimeline, op_id: int) -> str:
     if op.kind in _HOST:
         return _HOST[op.kind]
     if op.kind == "collective":
-        return "pp" if op.attrs["group"] == "embedding" else str(op.attrs["group"])
+        group = str(op.attrs["group"])
+        return _GROUP.get(group, group)
     if op.kind in ("send", "recv"):
         return "pp"
     return "other"
@@ -83,8 +91,8 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
                 parts["other"] += gap
         own = cls.compute_parts.get(span.op) or {_category(cls, span.op): span.end - span.start}
         for category, seconds in own.items():
-            if category in ("tp", "cp", "cpu"):  # cpu: the GPU waited for its host's launches
-                parts[category] += seconds
+            if category in _INLINE:  # cpu: the GPU waited for its host's launches
+                parts[_INLINE[category]] += seconds
             else:
                 parts["compute"] += seconds
                 compute[category] += seconds

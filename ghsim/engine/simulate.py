@@ -32,6 +32,8 @@ _WHY = {
     "tp": "tensor-parallel collectives run between the layer's kernels on the compute stream",
     "cp": "context-parallel key/value exchanges are exposed",
     "dp": "data-parallel gradient or weight collectives are not hidden behind compute",
+    "ep": "expert-parallel token exchanges (MoE dispatch and combine all-to-alls) run between "
+          "the layer's kernels on the compute stream",
     "pp": "pipeline activations and gradients are exposed while in flight",
     "cpu": "the host CPU keeps the GPU waiting (the optimizer step on the host, kernels "
            "shorter than the framework's time to issue them, or, in an imported trace, kernels "
@@ -69,7 +71,7 @@ def _bottleneck(parts: dict[str, float], compute: dict[str, float], step: float,
 def _group_links(workload: Workload) -> dict[str, str]:
     groups = workload.classes[0].groups
     names: dict[str, str] = {}
-    for kind in ("tp", "cp", "dp", "pp"):
+    for kind in ("tp", "cp", "ep", "dp", "pp"):
         if groups[kind].size > 1:
             names[kind] = "nic" if groups[kind].domains > 1 else "nvlink"
     return names

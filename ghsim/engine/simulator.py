@@ -76,7 +76,7 @@ class SimulationLivelock(RuntimeError):
     """The event loop kept running without finishing the step: a bug, never a user mistake."""
 
 
-_COMM_TRAFFIC = frozenset({"tp", "cp", "dp", "pp", "embedding"})
+_COMM_TRAFFIC = frozenset({"tp", "cp", "dp", "pp", "embedding", "ep", "etp", "edp"})
 """Traffic driven by communication kernels on the SMs (copies use copy engines)."""
 
 
@@ -169,7 +169,7 @@ class Simulator:
                 continue
             group = rank_class.groups[step.group]
             wire = wire_bytes(step.collective, step.bytes, group.size)
-            plan = self.planner.collective(rank_class, group, step.collective, wire)
+            plan = self.planner.collective(rank_class, group, step.collective, wire, step.dedup)
             if not segment.overlap_s:
                 # the kernels, then the collective's latency, in one wait; then its flows
                 start = self.env.now + segment.kernel_s

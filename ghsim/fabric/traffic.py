@@ -63,6 +63,19 @@ class Plan:
         return [(s.path, s.fraction * nbytes * self.wire_factor) for s in self.shares]
 
 
+def _deduplicated(dedup: tuple[int, float], domains: int) -> float:
+    """The share of an all-to-all's remote token copies that cross the network when each
+    token travels once per remote domain it is routed to (DeepEP): a token's ``k`` copies land
+    uniformly on the ``spread`` share of the ``domains`` its router may pick, so it reaches
+    ``d (1 - (1 - 1/d)^k)`` distinct domains of the ``d`` eligible, against ``k`` copies."""
+    k, spread = dedup
+    if k <= 1 or domains <= 1:
+        return 1.0
+    eligible = max(1.0, spread * domains)
+    distinct = eligible * (1 - (1 - 1 / eligible) ** k)
+    return min(1.0, distinct / k)
+
+
 class TrafficPlanner:
     """Lays the transfers of rank classes on a system graph."""
 
@@ -247,13 +260,13 @@ class TrafficPlanner:
     # -- transfers ----------------------------------------------------------------------------
 
     def collective(self, rank_class: RankClass, group: Group, collective: str,
-                   wire_bytes: float | None = None) -> Plan:
+                   wire_bytes: float | None = None, dedup: tuple[int, float] = (0, 1.0)) -> Plan:
         """How a collective of ``group`` runs for ``rank_class``: its flows as fractions of
         each member's wire bytes (``wire_bytes(collective, message, n)``), with the algorithm
         and protocol NCCL picks for ``wire_bytes`` (large messages when not given)."""
-        key = ("collective", rank_class.name, group, collective)
+        key = ("collective", rank_class.name, group, collective, dedup)
         if key not in self._plans:
-            self._plans[key] = self._collective(rank_class, group, collective)
+            self._plans[key] = self._collective(rank_class, group, collective, dedup)
         layout = self._plans[key]
         if layout.algorithm in ("none", "all_to_all") or wire_bytes is None:
             return layout
@@ -276,7 +289,8 @@ class TrafficPlanner:
         return Plan(choice.algorithm, choice.latency_s, base.shares, choice.protocol,
                     choice.wire_factor)
 
-    def _collective(self, rank_class: RankClass, group: Group, collective: str) -> Plan:
+    def _collective(self, rank_class: RankClass, group: Group, collective: str,
+                    dedup: tuple[int, float] = (0, 1.0)) -> Plan:
         n = group.size
         if n <= 1:
             return Plan("none", 0.0, ())
@@ -304,6 +318,7 @@ class TrafficPlanner:
         shares: list[Share] = []
         if collective == "all_to_all":  # each member sends 1/n of its buffer to every other
             outside, inside = (n - per_domain) / (n - 1), (per_domain - 1) / (n - 1)
+            outside *= _deduplicated(dedup, domains)
         else:  # rings: W/m of each member's wire bytes cross the network, the rest NVLink
             outside = 1.0 / per_domain if domains > 1 else 0.0
             inside = 1.0 - outside

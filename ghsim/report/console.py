@@ -264,6 +264,14 @@ def render_model(view: dict[str, Any], console: Console) -> None:
     if view["published_params"]:
         error = view["params"] / view["published_params"] - 1
         table.add_row("  published", f"{view['published_params'] / 1e9:,.2f} B ({error:+.2%})")
+    if view["params_active"] != view["params"]:
+        table.add_row("  active per token", f"{view['params_active'] / 1e9:,.2f} B")
+        if view["published_active_params"]:
+            error = view["params_active"] / view["published_active_params"] - 1
+            table.add_row("  published active",
+                          f"{view['published_active_params'] / 1e9:,.2f} B ({error:+.2%})")
+    if view["params_mtp"]:
+        table.add_row("  multi-token prediction", f"{view['params_mtp'] / 1e9:,.2f} B")
     for seq, flops in view["model_flops_per_token_by_seq_len"].items():
         table.add_row(f"training FLOPs/token @ seq {seq}", f"{flops:.4g}")
     console.print(Text(view["description"], style="dim"))

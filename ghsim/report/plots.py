@@ -38,9 +38,9 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 SERIES_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                   "#7f7f7f", "#bcbd22", "#17becf")
 
-PARTS = ("compute", "tp", "cp", "pp", "dp", "pipeline_bubble", "offload", "migration", "cpu",
-         "other")
-COLOURS = dict(zip(PARTS, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3",
+PARTS = ("compute", "tp", "cp", "ep", "pp", "dp", "pipeline_bubble", "offload", "migration",
+         "cpu", "other")
+COLOURS = dict(zip(PARTS, ("#4c72b0", "#dd8452", "#55a868", "#e5ae38", "#c44e52", "#8172b3",
                            "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"), strict=True))
 
 

@@ -74,12 +74,16 @@ def model_view(model: ModelSpec, seq_len: int = 2048) -> dict[str, Any]:
     return {
         "kind": "model", "name": model.name, "description": model.description,
         "architecture": model.model_dump(exclude={"sources", "schema_version", "kind",
-                                                  "description", "name", "published_params"}),
+                                                  "description", "name", "published_params",
+                                                  "published_active_params"}),
         "head_dim": model.head_dim_resolved,
-        "params": count.total,
+        "params": count.main_total,
+        "params_active": count.main_active,
+        "params_mtp": count.mtp,
         "params_non_embedding": count.non_embedding,
         "params_embedding": count.embedding + count.output,
         "published_params": model.published_params,
+        "published_active_params": model.published_active_params,
         "seq_len": seq_len,
         "model_flops_per_token": model_flops_per_token(model, seq_len),
         "model_flops_per_token_by_seq_len": {

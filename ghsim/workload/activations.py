@@ -18,8 +18,9 @@ from __future__ import annotations
 from ghsim.workload.shapes import LayerShapes
 
 
-def layer_activation_bytes(s: LayerShapes) -> float:
-    """Bytes one layer stores between its forward and backward pass, for one micro-batch."""
+def layer_activation_bytes(s: LayerShapes, moe: bool = False) -> float:
+    """Bytes one layer (a MoE layer's when ``moe``) stores between its forward and backward
+    pass, for one micro-batch."""
     e, h = s.act_bytes, s.hidden
     t = s.tokens
     outside = s.sp_tokens  # tensors outside the tensor-parallel region (split with SP)
@@ -36,6 +37,8 @@ def layer_activation_bytes(s: LayerShapes) -> float:
     )
     if s.recompute != "selective":
         attention += _attention_core_bytes(s)
+    if moe and s.moe is not None:
+        return float(attention + _moe_bytes(s))
     up = 2 * s.ffn if s.gated else s.ffn
     mlp = float(
         outside * h * e  # norm input
@@ -45,6 +48,22 @@ def layer_activation_bytes(s: LayerShapes) -> float:
         + outside * h * mask  # dropout mask
     )
     return float(attention + mlp)
+
+
+def _moe_bytes(s: LayerShapes) -> float:
+    """A MoE block's saved tensors: the norm's input and the router's scores for its tokens,
+    the permuted token copies (the experts' up-projection input), and per received token the
+    activation function's and the down projection's inputs; a shared expert's as a dense MLP."""
+    assert s.moe is not None
+    m, e, h, t = s.moe, s.act_bytes, s.hidden, s.sp_tokens
+    received = t * m.top_k * m.etp * m.imbalance
+    up = 2 * m.expert_ffn if s.gated else m.expert_ffn
+    routed = t * h * e + t * m.experts * 4 + received * h * e + received * (up + m.expert_ffn) * e
+    shared = 0.0
+    if m.shared_ffn:
+        shared_up = 2 * m.shared_ffn if s.gated else m.shared_ffn
+        shared = s.tokens * h * e + s.tokens * (shared_up + m.shared_ffn) * e
+    return float(routed + shared)
 
 
 def _attention_core_bytes(s: LayerShapes) -> float:

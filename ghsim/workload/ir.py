@@ -43,6 +43,9 @@ class Kernel:
     """``gemm``, ``attention``, ``softmax``, ``norm``, ``elementwise``, ``optimizer``, ``loss``."""
     recompute: bool = False
     """Recomputed forward work: hardware FLOPs, not model FLOPs."""
+    groups: int = 1
+    """A grouped GEMM (MoE experts): ``groups`` GEMMs of ``shape`` whose tiles share the
+    GPU's waves; ``flops`` and ``bytes`` are the whole group's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,10 @@ class Comm:
     bytes: float
     """Message size: the full buffer each rank contributes or receives."""
     group_size: int
+    dedup: tuple[int, float] = (0, 1.0)
+    """An all-to-all whose dispatcher sends each token once per remote NVLink domain (DeepEP's
+    internode kernels): the token's copies (``top_k``) and the share of the group's domains
+    its router may pick (group-limited routing); ``(0, 1.0)``: every copy travels."""
 
 
 Step = Kernel | Comm

@@ -17,6 +17,7 @@ pass, and gathers them again and reduce-scatters their gradients in the backward
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ghsim.workload.ir import Comm, Kernel, Step
@@ -99,10 +100,58 @@ def attention_core(s: LayerShapes) -> list[Step]:
     ]
 
 
-def layer_forward(s: LayerShapes) -> list[Step]:
-    """One layer's forward pass on this rank."""
+def layer_forward(s: LayerShapes, moe: bool = False) -> list[Step]:
+    """One layer's forward pass on this rank (a MoE layer's when ``moe``)."""
+    steps = _attention_block(s)
+    return steps + (moe_block(s) if moe else _mlp_block(s))
+
+
+def _mla(s: LayerShapes) -> list[Step]:
+    """Multi-head latent attention (DeepSeek-V2/V3, Megatron-Core MLASelfAttention): the query
+    and the key/value latent are projected down (not split by tensor parallelism), normalized
+    and projected up per head (split by tp); the rotary part of the key is shared by the heads.
+    Attention runs with query/key width ``nope + rope`` and value width ``v`` per head."""
+    assert s.mla is not None
+    m, t, h = s.mla, s.tokens, s.hidden
+    qk, heads = m.nope + m.rope, m.heads
+    steps: list[Step] = []
+    if m.q_lora:
+        steps += _fp8_cast("q_down", t * h, s)
+        steps += [_gemm("q_down", t, m.q_lora, h, s),
+                  _eltwise("q_norm", t * m.q_lora, s, klass="norm")]
+        steps += _fp8_cast("q_up", t * m.q_lora, s)
+        steps += [_gemm("q_up", t, heads * qk, m.q_lora, s)]
+    else:
+        steps += _fp8_cast("q_proj", t * h, s)
+        steps += [_gemm("q_proj", t, heads * qk, h, s)]
+    steps += [_gemm("kv_down", t, m.kv_lora + m.rope, h, s),
+              _eltwise("kv_norm", t * m.kv_lora, s, klass="norm")]
+    steps += _fp8_cast("kv_up", t * m.kv_lora, s)
+    steps += [_gemm("kv_up", t, heads * (m.nope + m.v), m.kv_lora, s),
+              _eltwise("rope", t * (heads + 1) * m.rope, s)]
+    steps += _mla_core(s)
+    steps += _fp8_cast("proj", t * heads * m.v, s)
+    steps += [_gemm("proj", t, h, heads * m.v, s)]
+    return steps
+
+
+def _mla_core(s: LayerShapes) -> list[Step]:
+    """MLA's fused attention: scores at the query/key width ``nope + rope``, the weighted sum
+    at the value width ``v``, per head (the Megatron convention: causal not halved)."""
+    assert s.mla is not None
+    m, t, keys = s.mla, s.tokens, s.seq_len
+    qk = m.nope + m.rope
+    flops = 2.0 * t * keys * m.heads * (qk + m.v)
+    data = t * m.heads * (2 * qk + 2 * m.v) * s.act_bytes  # Q, K, V in, the output out
+    return [Kernel("attn.flash", flops * s.attention_work, data,
+                   s.gemm_dtype if not s.fp8 else "bf16", (t, keys, m.heads * qk), "attention")]
+
+
+def _attention_block(s: LayerShapes) -> list[Step]:
+    """Norm, QKV, attention and the output projection, up to the first residual add."""
+    if s.mla is not None:
+        return _mla_block(s)
     t, h = s.tokens, s.hidden
-    up = 2 * s.ffn if s.gated else s.ffn
     sp = s.sequence_parallel
     steps: list[Step] = [_eltwise("ln1", s.sp_tokens * h, s, klass="norm")]
     steps += _tp("ln1.all_gather", "all_gather", s) if sp else []
@@ -120,7 +169,28 @@ def layer_forward(s: LayerShapes) -> list[Step]:
         "proj.all_reduce", "all_reduce", s)
     steps += [_eltwise("residual1", s.sp_tokens * h, s, reads=2),
               _eltwise("ln2", s.sp_tokens * h, s, klass="norm")]
-    steps += _tp("ln2.all_gather", "all_gather", s) if sp else []
+    return steps
+
+
+def _mla_block(s: LayerShapes) -> list[Step]:
+    """An MLA layer's attention half, with its tensor-parallel communication as for MHA."""
+    h, sp = s.hidden, s.sequence_parallel
+    steps: list[Step] = [_eltwise("ln1", s.sp_tokens * h, s, klass="norm")]
+    steps += _tp("ln1.all_gather", "all_gather", s) if sp else []
+    steps += _mla(s)
+    steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
+        "proj.all_reduce", "all_reduce", s)
+    steps += [_eltwise("residual1", s.sp_tokens * h, s, reads=2),
+              _eltwise("ln2", s.sp_tokens * h, s, klass="norm")]
+    return steps
+
+
+def _mlp_block(s: LayerShapes) -> list[Step]:
+    """The dense MLP, from the second norm's output to the second residual add."""
+    t, h = s.tokens, s.hidden
+    up = 2 * s.ffn if s.gated else s.ffn
+    sp = s.sequence_parallel
+    steps: list[Step] = _tp("ln2.all_gather", "all_gather", s) if sp else []
     steps += _fp8_cast("mlp_up", t * h, s)
     steps += [_gemm("mlp_up", t, up, h, s),
               # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
@@ -131,6 +201,63 @@ def layer_forward(s: LayerShapes) -> list[Step]:
     steps += _tp("mlp.reduce_scatter", "reduce_scatter", s) if sp else _tp(
         "mlp.all_reduce", "all_reduce", s)
     steps += [_eltwise("residual2", s.sp_tokens * h, s, reads=2)]
+    return steps
+
+
+def _grouped(name: str, m: int, n: int, k: int, groups: int, s: LayerShapes) -> Kernel:
+    """``groups`` experts' (m x k) @ (k x n) GEMMs as one grouped GEMM: every expert's weight
+    is read, and their tiles share the GPU's waves."""
+    data = groups * ((m * k + m * n) * s.act_bytes + k * n * s.weight_bytes)
+    return Kernel(name, 2.0 * m * n * k * groups, data, s.gemm_dtype, (m, n, k), "gemm",
+                  groups=groups)
+
+
+def _ep(name: str, collective: str, nbytes: float, group: str, size: int,
+        dedup: tuple[int, float] = (0, 1.0)) -> list[Step]:
+    if size == 1:
+        return []
+    return [Comm(name, collective, group, nbytes, size, dedup)]  # type: ignore[arg-type]
+
+
+def moe_block(s: LayerShapes) -> list[Step]:
+    """A Megatron-Core MoE layer after its norm, with the all-to-all token dispatcher.
+
+    Each rank routes its own ``sp_tokens`` (the router GEMM and a top-k over the experts'
+    scores), permutes the ``top_k`` copies of each token by expert, and sends them to the ranks
+    of its expert-parallel group that hold those experts (all-to-all over ``ep``; an all-gather
+    over ``etp`` when experts are tensor-parallel). It receives as many token copies as it
+    sent, times the busiest rank's imbalance, and runs its ``experts / ep`` experts as grouped
+    GEMMs whose per-expert M is ``sp_tokens x top_k x etp x imbalance / local experts``; the
+    results travel back (reduce-scatter over etp, all-to-all over ep) and are summed with
+    their routing weights. Shared experts run as a dense MLP beside them, tensor-parallel
+    like the attention (its sequence-parallel gather and scatter included)."""
+    assert s.moe is not None
+    m = s.moe
+    t, h, e = s.sp_tokens, s.hidden, s.act_bytes
+    slots = t * m.top_k
+    steps: list[Step] = [
+        _gemm("router", t, m.experts, h, replace(s, gemm_dtype="bf16", weight_bytes=e)),
+        Kernel("router.topk", 0.0, t * m.experts * 4 * 2, "fp32", (t, m.experts)),
+        _eltwise("moe.permute", slots * h, s),
+    ]
+    steps += _ep("moe.dispatch", "all_to_all", slots * h * e, "ep", m.ep, m.dedup)
+    received = slots * m.etp
+    steps += _ep("moe.etp_all_gather", "all_gather", received * h * e, "etp", m.etp)
+    per_expert = max(1, math.ceil(received * m.imbalance / m.local_experts))
+    tokens = per_expert * m.local_experts
+    up = 2 * m.expert_ffn if s.gated else m.expert_ffn
+    steps += _fp8_cast("experts.up", tokens * h, s)
+    steps += [_grouped("experts.up", per_expert, up, h, m.local_experts, s),
+              _eltwise("experts.act", tokens * m.expert_ffn, s, reads=2 if s.gated else 1)]
+    steps += _fp8_cast("experts.down", tokens * m.expert_ffn, s)
+    steps += [_grouped("experts.down", per_expert, h, m.expert_ffn, m.local_experts, s)]
+    steps += _ep("moe.etp_reduce_scatter", "reduce_scatter", received * h * e, "etp", m.etp)
+    steps += _ep("moe.combine", "all_to_all", slots * h * e, "ep", m.ep, m.dedup)
+    steps += [Kernel("moe.unpermute", 0.0, (slots + t) * h * e, "bf16", (slots * h,))]
+    if m.shared_ffn:
+        shared = replace(s, ffn=m.shared_ffn)
+        steps += _mlp_block(shared)[:-1]  # its own residual add is the layer's below
+    steps += [_eltwise("residual2", t * h, s, reads=2)]
     return steps
 
 
@@ -155,6 +282,10 @@ _BACKWARD_COMM = {  # forward collective -> what its backward runs
     "mlp.reduce_scatter": [("mlp.bwd_all_gather", "all_gather")],
     "attn.cp_kv_gather": [("attn.cp_kv_gather_bwd", "all_gather"),
                           ("attn.cp_dkv_reduce_scatter", "reduce_scatter")],
+    "moe.dispatch": [("moe.dispatch_bwd", "all_to_all")],
+    "moe.combine": [("moe.combine_bwd", "all_to_all")],
+    "moe.etp_all_gather": [("moe.etp_all_gather_bwd", "reduce_scatter")],
+    "moe.etp_reduce_scatter": [("moe.etp_reduce_scatter_bwd", "all_gather")],
 }
 _NO_SP_BACKWARD = {"proj.all_reduce": "ln1.bwd_all_reduce", "mlp.all_reduce": "ln2.bwd_all_reduce"}
 
@@ -171,13 +302,15 @@ def _recomputed(forward: list[Step], s: LayerShapes) -> list[Step]:
             redone.append(_as_recompute(step) if isinstance(step, Kernel) else step)
         return redone
     if s.recompute == "selective":
-        return [_as_recompute(k) for k in attention_core(s) if isinstance(k, Kernel)]
+        core = _mla_core(s) if s.mla is not None else attention_core(s)
+        return [_as_recompute(k) for k in core if isinstance(k, Kernel)]
     return []
 
 
-def layer_backward(s: LayerShapes) -> list[Step]:
-    """One layer's backward pass on this rank, recomputation included."""
-    forward = layer_forward(s)
+def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
+    """One layer's backward pass on this rank (a MoE layer's when ``moe``), recomputation
+    included."""
+    forward = layer_forward(s, moe)
     steps = _recomputed(forward, s)
     for step in reversed(forward):
         if isinstance(step, Kernel):

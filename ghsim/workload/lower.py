@@ -26,7 +26,7 @@ from ghsim.limits import MAX_SIMULATED_KERNELS, MAX_SIMULATED_OPS
 from ghsim.workload import kernels as K
 from ghsim.workload.activations import head_activation_bytes, layer_activation_bytes
 from ghsim.workload.ir import Kernel, RankClass, Step, Workload, check_dag
-from ghsim.workload.modelsize import model_flops_per_token, parameter_count
+from ghsim.workload.modelsize import is_moe_layer, model_flops_per_token, parameter_count
 from ghsim.workload.offload import offload_policy, policy_class
 from ghsim.workload.placement import place_groups
 from ghsim.workload.schedule import Pass, pipeline_order
@@ -35,23 +35,67 @@ from ghsim.workload.stage import Chunk, OpBuilder
 from ghsim.workload.states import bytes_per_param, optimizer_step_bytes
 
 
+def _layer_params(scenario: Scenario, index: int) -> tuple[float, float]:
+    """Parameters of layer ``index`` on one rank: those split by tp, and the routed experts'
+    (split by ep x etp) of a MoE layer."""
+    model, layout = scenario.spec.model, scenario.layout
+    count = parameter_count(model)
+    if getattr(model, "moe", None) is None or not is_moe_layer(model, index):
+        return count.per_layer / layout.tp, 0.0
+    dense = count.attention_per_layer + count.norms_per_layer + count.router_per_moe_layer \
+        + count.shared_per_moe_layer
+    return dense / layout.tp, count.experts * count.expert / (layout.ep * layout.etp)
+
+
+def _layer_indices(scenario: Scenario, chunk: Chunk) -> range:
+    """The model's layer indices the chunk holds."""
+    layout = scenario.layout
+    per_stage = layers_per_virtual_stage(scenario.spec.model.layers, layout.pp * layout.vp)
+    start = sum(per_stage[:chunk.virtual_stage])
+    return range(start, start + chunk.layers)
+
+
 def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
     spec, layout = scenario.spec, scenario.layout
     count = parameter_count(spec.model)
     total_virtual = layout.pp * layout.vp
     per_stage = layers_per_virtual_stage(spec.model.layers, total_virtual)
+    moe = getattr(spec.model, "moe", None) is not None
     chunks = []
     for c in range(layout.vp):
         v = c * layout.pp + stage
         first, last = v == 0, v == total_virtual - 1
         per_chunk = per_stage[v]
-        params = per_chunk * count.per_layer
-        params += count.embedding if first else 0
+        outside = count.embedding if first else 0
         if last:
             output = count.output or (count.embedding if layout.pp > 1 else 0)
-            params += output + count.final_norm
-        chunks.append(Chunk(c, v, per_chunk, first, last, params / layout.tp))
+            outside += output + count.final_norm
+        if not moe:
+            chunks.append(Chunk(c, v, per_chunk, first, last,
+                                (per_chunk * count.per_layer + outside) / layout.tp))
+            continue
+        indices = range(sum(per_stage[:v]), sum(per_stage[:v]) + per_chunk)
+        split = [_layer_params(scenario, i) for i in indices]
+        experts = sum(e for _, e in split)
+        params = sum(d for d, _ in split) + experts + outside / layout.tp
+        kinds = tuple(is_moe_layer(spec.model, i) for i in indices)
+        chunks.append(Chunk(c, v, per_chunk, first, last, params, kinds, experts))
     return chunks
+
+
+def _layers(chunk: Chunk, s: LayerShapes, backward: bool, count: int, skip: int) -> list[Step]:
+    """The kernels of ``count`` layers of the chunk, ``skip`` layers in (from its last layer
+    when ``backward``), in the order the pass runs them."""
+    kinds = chunk.moe_layers or (False,) * chunk.layers
+    order = list(reversed(kinds)) if backward else list(kinds)
+    build = K.layer_backward if backward else K.layer_forward
+    steps: list[Step] = []
+    cache: dict[bool, list[Step]] = {}
+    for moe in order[skip:skip + count]:
+        if moe not in cache:
+            cache[moe] = build(s, moe)
+        steps += cache[moe]
+    return steps
 
 
 def _forward_body(chunk: Chunk, s: LayerShapes) -> tuple[Step, ...]:
@@ -61,11 +105,11 @@ def _forward_body(chunk: Chunk, s: LayerShapes) -> tuple[Step, ...]:
 
 def _forward_bodies(chunk: Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
     """The chunk's forward pass, split into one body per parameter bucket (first layers first)."""
-    layer = K.layer_forward(s)
-    bodies = []
+    bodies, done = [], 0
     for index, layers in enumerate(buckets):
         body = K.embedding_forward(s) if chunk.first and index == 0 else []
-        body += layer * layers
+        body += _layers(chunk, s, False, layers, done)
+        done += layers
         body += K.head_forward(s) if chunk.last and index == len(buckets) - 1 else []
         bodies.append(tuple(body))
     return bodies
@@ -73,11 +117,11 @@ def _forward_bodies(chunk: Chunk, s: LayerShapes, buckets: list[int]) -> list[tu
 
 def _backward_bodies(chunk: Chunk, s: LayerShapes, buckets: list[int]) -> list[tuple[Step, ...]]:
     """The chunk's backward pass, split into one body per gradient bucket (last layers first)."""
-    layer = K.layer_backward(s)
-    bodies = []
+    bodies, done = [], 0
     for index, layers in enumerate(buckets):
         body = K.head_backward(s) if chunk.last and index == 0 else []
-        body += layer * layers
+        body += _layers(chunk, s, True, layers, done)
+        done += layers
         body += K.embedding_backward(s) if chunk.first and index == len(buckets) - 1 else []
         bodies.append(tuple(body))
     return bodies
@@ -115,6 +159,14 @@ class _StageLowering:
         self.step_bytes = optimizer_step_bytes(training)
         """The optimizer step's memory traffic a parameter (states.optimizer_step_bytes)."""
         self.per_layer_params = parameter_count(scenario.spec.model).per_layer / self.layout.tp
+        kinds = [moe for c in self.chunks for moe in c.moe_layers]
+        if kinds:  # MoE and dense layers differ: buckets and per-layer policies use the mean
+            sizes = [sum(_layer_params(scenario, i)) for c in self.chunks
+                     for i in _layer_indices(scenario, c)]
+            self.per_layer_params = sum(sizes) / len(sizes)
+        params = sum(c.params for c in self.chunks)
+        self.expert_share = sum(c.expert_params for c in self.chunks) / params if params else 0.0
+        """Of this rank's parameters, the routed experts' (synchronized over edp, not dp)."""
         self.bucket_size = max(40e6, 1e6 * self.layout.dp)
         self.grad_ops: list[int] = []
         self.param_gather: dict[int, list[int]] = {}
@@ -122,7 +174,8 @@ class _StageLowering:
         # Bodies and activation sizes are the same for every micro-batch: build them once.
         self.forward_bodies = {c.index: _forward_body(c, self.shapes) for c in self.chunks}
         self.backward_bodies: dict[tuple[int, tuple[int, ...]], list[tuple[Step, ...]]] = {}
-        per_layer = layer_activation_bytes(self.shapes)
+        per_layer = (sum(layer_activation_bytes(self.shapes, moe) for moe in kinds) / len(kinds)
+                     if kinds else layer_activation_bytes(self.shapes))
         head = head_activation_bytes(self.shapes)
         self.layer_activations = per_layer
         self.head_activations = head
@@ -154,25 +207,44 @@ class _StageLowering:
         """Weights, gradients and optimizer states, in the tiers the offload policy puts them."""
         w, g, o = self.state_bytes
         params = sum(c.params for c in self.chunks)
-        dp = self.layout.dp
-        sizes = {"weights": params * w / (dp if self.zero >= 3 else 1),
-                 "gradients": params * g / (dp if self.zero >= 2 else 1),
-                 "optimizer": params * o / (dp if self.zero >= 1 else 1)}
+        sizes = {"weights": self.sharded(params, 3) * w,
+                 "gradients": self.sharded(params, 2) * g,
+                 "optimizer": self.sharded(params, 1) * o}
         for category, nbytes in sizes.items():
             host = self.policy.host_fraction(category)
             self.b.alloc(-1, category, category, nbytes * (1 - host))
             self.b.alloc(-1, f"{category}.host", category, nbytes * host, self.policy.host_tier)
 
+    def sharded(self, params: float, stage: int) -> float:
+        """Of ``params`` on this rank, what ZeRO ``stage`` or above leaves it: the dense part
+        sharded over dp, the experts' over edp."""
+        if self.zero < stage:
+            return params
+        experts = params * self.expert_share
+        return (params - experts) / self.layout.dp + experts / self.layout.edp
+
+    def _groups(self, params: float, share: float) -> list[tuple[str, int, float]]:
+        """The data-parallel groups that synchronize ``params`` (of which ``share`` are the
+        routed experts'): (group, size, parameters), skipping groups of one."""
+        experts = params * share
+        groups = [("dp", self.layout.dp, params - experts), ("edp", self.layout.edp, experts)]
+        return [(g, n, p) for g, n, p in groups if n > 1 and p > 0]
+
     def gather_params(self, chunk: Chunk, tag: str, params: float | None = None) -> int:
-        """A data-parallel all-gather of the chunk's (or a bucket's) updated weights."""
-        if self.zero == 0 or self.layout.dp == 1:
+        """A data-parallel all-gather of the chunk's (or a bucket's) updated weights (the
+        experts' over the expert data-parallel group)."""
+        if self.zero == 0:
             return -1
-        nbytes = (chunk.params if params is None else params) * self.state_bytes[0]
-        op = self.b.add("collective", f"dp.param_all_gather.c{chunk.index}.{tag}", "dp",
-                        nbytes=nbytes, collective="all_gather", group="dp",
-                        group_size=self.layout.dp, chunk=chunk.index)
-        if self.zero >= 3:
-            self.b.alloc(op, f"gathered.c{chunk.index}", "workspace", nbytes)
+        total = chunk.params if params is None else params
+        share = chunk.expert_params / chunk.params if chunk.params else 0.0
+        op = -1
+        for group, size, part in self._groups(total, share):
+            nbytes = part * self.state_bytes[0]
+            op = self.b.add("collective", f"{group}.param_all_gather.c{chunk.index}.{tag}",
+                            "dp", nbytes=nbytes, collective="all_gather", group=group,
+                            group_size=size, chunk=chunk.index)
+            if self.zero >= 3:
+                self.b.alloc(op, f"gathered.c{chunk.index}", "workspace", nbytes)
         return op
 
     def forward(self, p: Pass, chunk: Chunk) -> None:
@@ -209,8 +281,10 @@ class _StageLowering:
             saved.append((name, size))
             self.policy.after_pass(self, "F", p.microbatch, chunk, index, buckets, op)
         if self.zero >= 3:
+            share = chunk.expert_params / chunk.params if chunk.params else 0.0
+            freed = sum(p for _, _, p in self._groups(chunk.params, share))
             self.b.alloc(op, f"gathered.c{chunk.index}", "workspace",
-                         -chunk.params * self.state_bytes[0])
+                         -freed * self.state_bytes[0])
         if not chunk.last:
             self.b.add("send", f"send_act.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
                        nbytes=self._boundary_bytes(), peer_stage=self.next_stage,
@@ -274,15 +348,19 @@ class _StageLowering:
 
     def reduce_gradients(self, chunk: Chunk, layers: int, index: int, buckets: int,
                          after: int) -> int:
-        """Reduce one bucket's gradients over the data-parallel group."""
-        if self.layout.dp == 1:
-            return after
+        """Reduce one bucket's gradients over the data-parallel group (the experts' over the
+        expert data-parallel group)."""
         params = self.bucket_params(chunk, layers, index, buckets)
+        share = chunk.expert_params / chunk.params if chunk.params else 0.0
         collective = "reduce_scatter" if self.zero >= 1 else "all_reduce"
         deps = (after,) if self.par.overlap_grad_reduce else (self.b.tails["compute"],)
-        return self.b.add("collective", f"dp.grad_{collective}.c{chunk.index}.b{index}", "dp",
-                          deps, nbytes=params * self.state_bytes[1], collective=collective,
-                          group="dp", group_size=self.layout.dp, chunk=chunk.index)
+        op = after
+        for group, size, part in self._groups(params, share):
+            op = self.b.add("collective", f"{group}.grad_{collective}.c{chunk.index}.b{index}",
+                            "dp", deps, nbytes=part * self.state_bytes[1],
+                            collective=collective, group=group, group_size=size,
+                            chunk=chunk.index)
+        return op
 
     def optimizer(self) -> None:
         deps = [*self.grad_ops, *self.policy.before_optimizer(self)]
@@ -294,7 +372,7 @@ class _StageLowering:
                 (self.b.tails["compute"],), nbytes=count.embedding / self.layout.tp
                 * self.state_bytes[1], collective="all_reduce", group="embedding",
                 group_size=2))
-        params = sum(c.params for c in self.chunks) / (self.layout.dp if self.zero >= 1 else 1)
+        params = self.sharded(sum(c.params for c in self.chunks), 1)
         on_gpu = params * (1 - self.policy.host_fraction("optimizer"))
         if on_gpu:
             name = self.optimizer_name
@@ -306,7 +384,8 @@ class _StageLowering:
 
     def lower(self) -> RankClass:
         self.states()
-        if self.par.overlap_param_gather and self.zero in (1, 2) and self.layout.dp > 1:
+        if self.par.overlap_param_gather and self.zero in (1, 2) and (
+                self.layout.dp > 1 or self.layout.edp > 1):
             for chunk in self.chunks:
                 backward = self.buckets(chunk)
                 count = len(backward)

@@ -17,12 +17,17 @@ def rank_of(layout: Layout, tp_i: int = 0, cp_i: int = 0, dp_i: int = 0, pp_i: i
 
 
 def strides(layout: Layout) -> dict[str, tuple[int, int]]:
-    """Size and rank stride of each group kind."""
+    """Size and rank stride of each group kind. The expert groups refold the ranks of a
+    pipeline stage as etp x ep x edp, expert tensor parallelism fastest (Megatron-Core's
+    parallel folding: the expert RankGenerator's order tp-ep-dp-pp)."""
     return {
         "tp": (layout.tp, 1),
         "cp": (layout.cp, layout.tp),
         "dp": (layout.dp, layout.tp * layout.cp),
         "pp": (layout.pp, layout.tp * layout.cp * layout.dp),
+        "etp": (layout.etp, 1),
+        "ep": (layout.ep, layout.etp),
+        "edp": (layout.edp, layout.etp * layout.ep),
     }
 
 
@@ -41,9 +46,11 @@ def place_group(kind: str, layout: Layout, first_rank: int) -> Group:
 
 
 def place_groups(layout: Layout, first_rank: int) -> dict[str, Group]:
-    """Every group kind of the rank ``first_rank``, plus ``embedding`` (the first and last
-    pipeline stages, which all-reduce the gradients of tied embeddings)."""
-    groups = {kind: place_group(kind, layout, first_rank) for kind in ("tp", "cp", "dp", "pp")}
+    """Every group kind of the rank ``first_rank`` (the expert groups etp, ep and edp too),
+    plus ``embedding`` (the first and last pipeline stages, which all-reduce the gradients of
+    tied embeddings)."""
+    groups = {kind: place_group(kind, layout, first_rank)
+              for kind in ("tp", "cp", "dp", "pp", "etp", "ep", "edp")}
     stride = strides(layout)["pp"][1]
     ends = [first_rank % stride, first_rank % stride + (layout.pp - 1) * stride]
     groups["embedding"] = Group(

@@ -16,6 +16,75 @@ WEIGHT_READ_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
 @dataclass(frozen=True)
+class MoeShapes:
+    """Per-rank sizes of one MoE layer's experts."""
+
+    experts: int
+    """Routed experts of the whole layer (the router scores them all)."""
+    local_experts: int
+    """Routed experts on this rank: experts / ep."""
+    top_k: int
+    expert_ffn: int
+    """One expert's FFN width on this rank: expert_ffn_hidden / etp."""
+    shared_ffn: int
+    """All shared experts' FFN width on this rank (divided by tp); 0 without."""
+    ep: int
+    etp: int
+    imbalance: float
+    """Token copies the busiest expert rank receives over the mean (1: balanced routing),
+    capped by the capacity factor when tokens are dropped."""
+    dedup: tuple[int, float] = (0, 1.0)
+    """The all-to-alls' deduplication (``Comm.dedup``): (top_k, share of domains eligible)
+    with the deepep dispatcher."""
+
+
+def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
+    """The MoE sizes of ``spec`` under ``layout``; None for a dense model."""
+    moe = getattr(spec.model, "moe", None)
+    if moe is None:
+        return None
+    imbalance = moe.imbalance if moe.routing == "measured" and moe.imbalance else 1.0
+    if moe.capacity_factor is not None:
+        imbalance = min(imbalance, moe.capacity_factor)
+    shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or 0)
+    dedup = (0, 1.0)
+    if spec.parallelism.moe_dispatcher == "deepep":
+        spread = (moe.router_topk_groups / moe.router_groups
+                  if moe.router_groups and moe.router_topk_groups else 1.0)
+        dedup = (moe.top_k, spread)
+    return MoeShapes(
+        experts=moe.experts, local_experts=moe.experts // layout.ep, top_k=moe.top_k,
+        expert_ffn=moe.expert_ffn_hidden // layout.etp, shared_ffn=shared // layout.tp,
+        ep=layout.ep, etp=layout.etp, imbalance=imbalance, dedup=dedup,
+    )
+
+
+@dataclass(frozen=True)
+class MlaShapes:
+    """Multi-head latent attention (DeepSeek) on this rank."""
+
+    q_lora: int
+    """Rank of the query down-projection; 0: queries are projected directly."""
+    kv_lora: int
+    nope: int
+    rope: int
+    v: int
+    heads: int
+    """Heads on this rank (heads / tp)."""
+
+
+def mla_shapes(spec: ScenarioSpec, layout: Layout) -> MlaShapes | None:
+    attention = getattr(spec.model, "attention", None)
+    if attention is None or attention.type != "mla":
+        return None
+    assert attention.kv_lora_rank and attention.qk_nope_head_dim
+    assert attention.qk_rope_head_dim and attention.v_head_dim
+    return MlaShapes(q_lora=attention.q_lora_rank or 0, kv_lora=attention.kv_lora_rank,
+                     nope=attention.qk_nope_head_dim, rope=attention.qk_rope_head_dim,
+                     v=attention.v_head_dim, heads=spec.model.heads // layout.tp)
+
+
+@dataclass(frozen=True)
 class LayerShapes:
     """Per-rank sizes of one transformer layer for one micro-batch."""
 
@@ -52,6 +121,10 @@ class LayerShapes:
     attention_work: float
     """Executed attention work relative to a causal mask over the whole sequence (document
     masking: ``TrainingSpec.attention_work_fraction``)."""
+    moe: MoeShapes | None = None
+    """The experts of the model's MoE layers (None: a dense model)."""
+    mla: MlaShapes | None = None
+    """Multi-head latent attention's sizes (None: MHA or GQA)."""
 
     @property
     def sp_tokens(self) -> int:
@@ -87,4 +160,6 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         fp8_recipe=training.fp8_recipe_resolved,
         qk_norm=model.qk_norm,
         attention_work=training.attention_work_fraction,
+        moe=moe_shapes(spec, layout),
+        mla=mla_shapes(spec, layout),
     )

@@ -25,7 +25,12 @@ class Chunk:
     first: bool
     last: bool
     params: float
-    """Parameters of this chunk on one rank (divided by tp)."""
+    """Parameters of this chunk on one rank (divided by tp; experts by ep x etp)."""
+    moe_layers: tuple[bool, ...] = ()
+    """Per layer of the chunk, in order: whether it is a MoE layer (empty: all dense)."""
+    expert_params: float = 0.0
+    """Of ``params``, the routed experts' (reduced and sharded over the expert data-parallel
+    group, edp, instead of dp)."""
 
 
 @dataclass

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ghsim.workload.ir import Comm, MemoryEvent, Op, RankClass, Workload, class_flops
 
-GROUP_KINDS = ("tp", "cp", "pp", "dp")
+GROUP_KINDS = ("tp", "cp", "pp", "dp", "ep", "etp", "edp")
 
 
 def wire_bytes(collective: str, message_bytes: float, group_size: int) -> float:
@@ -31,7 +31,8 @@ def collective_bytes(rank_class: RankClass) -> dict[str, float]:
     sent: dict[str, float] = dict.fromkeys(GROUP_KINDS, 0.0)
     for op in rank_class.ops:
         for comm in op.comms():
-            sent[comm.group] += wire_bytes(comm.collective, comm.bytes, comm.group_size)
+            sent[comm.group] = sent.get(comm.group, 0.0) + wire_bytes(
+                comm.collective, comm.bytes, comm.group_size)
         if op.kind == "collective":
             group = "pp" if op.attrs["group"] == "embedding" else op.attrs["group"]
             sent[group] = sent.get(group, 0.0) + wire_bytes(op.attrs["collective"], op.bytes,

@@ -6,7 +6,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ghsim.config.schema.base import DocumentSpec, Name, PositiveFloat, PositiveInt, Sources
+from ghsim.config.schema.base import (
+    DocumentSpec,
+    Name,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Sources,
+    Spec,
+)
 
 Activation = Literal["gelu", "relu", "squared_relu", "xielu", "swiglu", "geglu"]
 _GATED: frozenset[str] = frozenset({"swiglu", "geglu"})
@@ -15,6 +23,189 @@ LEARNED_ACTIVATION_PARAMS: dict[str, int] = {"xielu": 2}
 Activation Functions Using Integration', arXiv:2411.13010; Apertus) learns alpha_p and alpha_n
 per layer: swiss-ai/Megatron-LM@5fbc12419176b5cbbb96a31b4d6f1f100c2935c1
 megatron/core/activations.py, class XIELU (two one-element nn.Parameters, beta and eps fixed)."""
+
+
+MEGATRON = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+"""The Megatron-LM snapshot the MoE, MLA and MTP conventions below are read from."""
+
+
+class MoeSpec(Spec):
+    """Mixture-of-Experts MLPs (``model.moe``); absent for a dense model.
+
+    Layer placement, with 0-based layer indices: layers ``0 .. dense_layers - 1`` are dense (their
+    MLP is ``model.ffn_hidden`` wide); after them, layer ``i`` is MoE when
+    ``(i - dense_layers) % layer_freq == 0``. With ``dense_layers: 0`` this is Megatron-Core's
+    integer ``--moe-layer-freq`` exactly (megatron/core/models/gpt/gpt_layer_specs.py at
+    ``MEGATRON``: ``1 if (i % moe_layer_freq == 0) else 0``, so ``layer_freq: 2`` makes layers 0,
+    2, 4, ... MoE); Llama 4 Maverick, whose MoE layers are 1, 3, 5, ... (``(layer_id + 1) %
+    interleave_moe_layer_step == 0`` in meta-llama/llama-models models/llama4/model.py) is
+    ``dense_layers: 1, layer_freq: 2``. DeepSeek-V3's ``[0]*3+[1]*58`` is ``dense_layers: 3``.
+    """
+
+    experts: PositiveInt = Field(description="Routed experts per MoE layer.")
+    top_k: PositiveInt = Field(
+        description="Routed experts each token is sent to (<= experts; Megatron "
+        "--moe-router-topk)."
+    )
+    expert_ffn_hidden: PositiveInt = Field(
+        description="Hidden width of one routed expert's MLP (Megatron --moe-ffn-hidden-size, "
+        "HF moe_intermediate_size). Experts are gated when model.gated_mlp is, with biases "
+        "when model.bias is, like the dense MLP."
+    )
+    shared_experts: NonNegativeInt = Field(
+        default=0, description="Shared experts every token goes through in each MoE layer "
+        "(DeepSeek n_shared_experts, Llama 4's shared_expert)."
+    )
+    shared_expert_ffn_hidden: PositiveInt | None = Field(
+        default=None, description="Hidden width of ONE shared expert; required when "
+        "shared_experts > 0. Megatron's --moe-shared-expert-intermediate-size is the TOTAL of "
+        "all shared experts (megatron/core/transformer/transformer_config.py: 'It should be "
+        "equal to num_shared_experts * ffn_size_of_each_shared_expert'), i.e. shared_experts * "
+        "shared_expert_ffn_hidden here.",
+    )
+    dense_layers: NonNegativeInt = Field(
+        default=0, description="The first k layers are dense, with model.ffn_hidden "
+        "(DeepSeek first_k_dense_replace)."
+    )
+    layer_freq: PositiveInt = Field(
+        default=1, description="After the dense layers, one MoE layer every layer_freq layers, "
+        "starting with the first: layer i is MoE when (i - dense_layers) % layer_freq == 0 "
+        "(0-based); the others are dense. With dense_layers 0 this is Megatron's integer "
+        "--moe-layer-freq (layers 0, N, 2N, ... MoE).",
+    )
+    capacity_factor: PositiveFloat | None = Field(
+        default=None, description="Token-dropping capacity per expert, as a multiple of the "
+        "balanced share (Megatron --moe-expert-capacity-factor); absent = dropless."
+    )
+    router: Literal["softmax", "sigmoid"] = Field(
+        default="softmax", description="Router score function (Megatron "
+        "--moe-router-score-function): softmax (Mixtral, Qwen3, GPT-OSS, Llama 4) or sigmoid "
+        "(DeepSeek-V3).",
+    )
+    router_groups: PositiveInt | None = Field(
+        default=None, description="Group-limited routing: experts are split into this many "
+        "groups (Megatron --moe-router-num-groups, DeepSeek n_expert_groups); give "
+        "router_topk_groups with it.",
+    )
+    router_topk_groups: PositiveInt | None = Field(
+        default=None, description="Groups each token may route into (Megatron "
+        "--moe-router-group-topk, DeepSeek topk_group / n_limited_groups); needs router_groups.",
+    )
+    routing: Literal["balanced", "measured"] = Field(
+        default="balanced", description="balanced: every expert receives the same number of "
+        "tokens (Megatron --moe-router-force-load-balancing, as NVIDIA's MoE benchmarks run); "
+        "measured: the busiest expert rank receives `imbalance` times the mean.",
+    )
+    imbalance: float | None = Field(
+        default=None, ge=1.0, description="Tokens of the busiest expert rank divided by the "
+        "mean over expert ranks (>= 1); required with routing: measured, forbidden with "
+        "balanced.",
+    )
+    imbalance_source: Name | None = Field(
+        default=None, description="Where the measured imbalance comes from; required with "
+        "routing: measured."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MoeSpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        if self.shared_experts > 0 and self.shared_expert_ffn_hidden is None:
+            raise ValueError("shared_experts > 0 needs shared_expert_ffn_hidden")
+        if self.shared_experts == 0 and self.shared_expert_ffn_hidden is not None:
+            raise ValueError("shared_expert_ffn_hidden is given but shared_experts is 0")
+        if (self.router_groups is None) != (self.router_topk_groups is None):
+            raise ValueError("give both router_groups and router_topk_groups, or neither")
+        if self.router_groups is not None and self.router_topk_groups is not None:
+            if self.experts % self.router_groups:
+                raise ValueError(
+                    f"experts ({self.experts}) is not a multiple of router_groups "
+                    f"({self.router_groups})"
+                )
+            if self.router_topk_groups > self.router_groups:
+                raise ValueError(
+                    f"router_topk_groups ({self.router_topk_groups}) exceeds router_groups "
+                    f"({self.router_groups})"
+                )
+            reachable = self.router_topk_groups * (self.experts // self.router_groups)
+            if self.top_k > reachable:
+                raise ValueError(
+                    f"top_k ({self.top_k}) exceeds the {reachable} experts of "
+                    f"router_topk_groups groups"
+                )
+        if self.routing == "measured":
+            if self.imbalance is None or self.imbalance_source is None:
+                raise ValueError("routing 'measured' needs imbalance and imbalance_source")
+        elif self.imbalance is not None or self.imbalance_source is not None:
+            raise ValueError(
+                "imbalance and imbalance_source go with routing: measured (balanced routing "
+                "has none)"
+            )
+        return self
+
+
+_MLA_KEYS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+class AttentionSpec(Spec):
+    """The attention block's kind (``model.attention``); absent = mha or gqa from the heads."""
+
+    type: Literal["mha", "gqa", "mla"] | None = Field(
+        default=None, description="mha (kv_heads == heads), gqa (kv_heads < heads, MQA "
+        "included) or mla (DeepSeek multi-head latent attention, kv_heads == heads). Default: "
+        "mha when kv_heads == heads, else gqa.",
+    )
+    q_lora_rank: PositiveInt | None = Field(
+        default=None, description="MLA: rank of the query down-projection (DeepSeek-V3 1536); "
+        "absent = queries are not compressed (one hidden x heads*(nope+rope) matrix, as "
+        "DeepSeek-V2-Lite).",
+    )
+    kv_lora_rank: PositiveInt | None = Field(
+        default=None, description="MLA: rank of the compressed key/value latent (DeepSeek-V3 "
+        "512); required with mla.",
+    )
+    qk_nope_head_dim: PositiveInt | None = Field(
+        default=None, description="MLA: per-head query/key width without rotary embedding "
+        "(Megatron --qk-head-dim; DeepSeek-V3 128); required with mla.",
+    )
+    qk_rope_head_dim: PositiveInt | None = Field(
+        default=None, description="MLA: per-head rotary query/key width, the key part shared "
+        "by the heads (Megatron --qk-pos-emb-head-dim; DeepSeek-V3 64); required with mla.",
+    )
+    v_head_dim: PositiveInt | None = Field(
+        default=None, description="MLA: per-head value width (DeepSeek-V3 128); required "
+        "with mla.",
+    )
+    sliding_window: PositiveInt | None = Field(
+        default=None, description="Tokens each query attends back to in sliding-window layers "
+        "(GPT-OSS 128). Changes only the executed attention work, never the parameters or the "
+        "model FLOPs (Megatron's formula ignores windows).",
+    )
+    full_attention_every: PositiveInt | None = Field(
+        default=None, description="With sliding_window: every N-th layer attends fully, the "
+        "others use the window: 0-based layer i is full when (i + 1) % N == 0 (Megatron "
+        "window_attn_skip_freq, megatron/core/transformer/utils.py is_layer_window_attention "
+        "with its 1-based layer_number; GPT-OSS: N = 2, layers 1, 3, 5, ... full). Absent: "
+        "every layer uses the window.",
+    )
+    sinks: bool = Field(
+        default=False, description="A learned softmax sink per head (GPT-OSS; Megatron "
+        "softmax_type 'learnable'): one parameter per head per layer.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AttentionSpec:
+        if self.type == "mla":
+            missing = [key for key in _MLA_KEYS if getattr(self, key) is None]
+            if missing:
+                raise ValueError(f"attention type 'mla' needs {', '.join(missing)}")
+        else:
+            given = [key for key in ("q_lora_rank", *_MLA_KEYS) if getattr(self, key) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} only go with attention type 'mla'")
+        if self.full_attention_every is not None and self.sliding_window is None:
+            raise ValueError("full_attention_every needs sliding_window")
+        return self
 
 
 class ModelSpec(DocumentSpec):
@@ -62,8 +253,32 @@ class ModelSpec(DocumentSpec):
         default=0.0, ge=0.0, lt=1.0,
         description="Hidden and attention dropout probability (Megatron GPT defaults: 0.1).",
     )
+    attention: AttentionSpec | None = Field(
+        default=None, description="The attention block's kind: mha / gqa (from heads and "
+        "kv_heads when absent) or mla, and optional sliding-window layers and sinks.",
+    )
+    moe: MoeSpec | None = Field(
+        default=None, description="Mixture-of-Experts MLPs; absent = a dense model.",
+    )
+    mtp_layers: NonNegativeInt = Field(
+        default=0, description="DeepSeek-V3 multi-token-prediction modules (Megatron "
+        "--mtp-num-layers): each adds two norms, a 2*hidden x hidden projection, one "
+        "transformer layer (MoE when the last layer is, as Megatron builds it) and a final "
+        "norm, sharing the embedding and output head.",
+    )
     published_params: PositiveFloat | None = Field(
-        default=None, description="The parameter count its authors publish, for checking."
+        default=None, description="The parameter count its authors publish, for checking; "
+        "of the main model, without multi-token-prediction modules (DeepSeek-V3 publishes "
+        "671B for the main model and its MTP module's 11.5B apart).",
+    )
+    published_active_params: PositiveFloat | None = Field(
+        default=None, description="The parameters per token its authors publish for an MoE "
+        "model (all but the routed experts a token does not use), of the main model like "
+        "published_params, for checking.",
+    )
+    published_active_excludes_embedding: bool = Field(
+        default=False, description="The authors' active count leaves the input embedding out "
+        "(OpenAI's gpt-oss figures do; Qwen, DeepSeek, Mistral and Meta count it).",
     )
     sources: Sources = Field(default_factory=dict)
 
@@ -83,12 +298,47 @@ class ModelSpec(DocumentSpec):
             )
         if self.position_embedding == "learned" and self.max_position_embeddings is None:
             raise ValueError("position_embedding 'learned' needs max_position_embeddings")
+        kind = self.attention.type if self.attention is not None else None
+        if kind == "mha" and self.kv_heads != self.heads:
+            raise ValueError(
+                f"attention type 'mha' needs kv_heads == heads, got {self.kv_heads} and "
+                f"{self.heads}"
+            )
+        if kind == "gqa" and self.kv_heads == self.heads:
+            raise ValueError(
+                f"attention type 'gqa' needs kv_heads < heads, got {self.kv_heads} of both"
+            )
+        if kind == "mla":
+            if self.kv_heads != self.heads:
+                raise ValueError(
+                    "attention type 'mla' gives every head its own keys and values: kv_heads "
+                    f"must equal heads ({self.heads}), got {self.kv_heads}"
+                )
+            if self.qk_norm:
+                raise ValueError(
+                    "qk_norm is for mha / gqa: MLA's latent norms are part of attention type "
+                    "'mla' and always counted"
+                )
+            if self.bias:
+                raise ValueError("attention type 'mla' with bias: true is not modelled")
+        if self.moe is not None and self.moe.dense_layers >= self.layers:
+            raise ValueError(
+                f"moe.dense_layers ({self.moe.dense_layers}) leaves no MoE layer of the "
+                f"{self.layers}"
+            )
         return self
 
     @property
     def head_dim_resolved(self) -> int:
         """Width of one attention head."""
         return self.head_dim if self.head_dim is not None else self.hidden // self.heads
+
+    @property
+    def attention_type(self) -> Literal["mha", "gqa", "mla"]:
+        """``attention.type``, or mha / gqa from the heads when it is not given."""
+        if self.attention is not None and self.attention.type is not None:
+            return self.attention.type
+        return "mha" if self.kv_heads == self.heads else "gqa"
 
     @property
     def activation_resolved(self) -> Activation:

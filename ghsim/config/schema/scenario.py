@@ -151,6 +151,25 @@ class ParallelismSpec(Spec):
     dp: PositiveInt | None = Field(default=None, description="Default: num_gpus / (tp*pp*cp).")
     cp: PositiveInt = 1
     vp: PositiveInt | None = Field(default=None, description="Interleaved virtual stages.")
+    ep: PositiveInt = Field(
+        default=1, description="Expert-parallel size (Megatron --expert-model-parallel-size): "
+        "each MoE layer's routed experts are split over ep ranks, which exchange tokens by "
+        "all-to-all. With Megatron's parallel folding the expert layout refolds the ranks of a "
+        "pipeline stage (tp x cp x dp) as etp x ep x edp, independent of the attention layout; "
+        "the expert data-parallel size edp = num_gpus / (ep x etp x pp).",
+    )
+    etp: PositiveInt | None = Field(
+        default=None, description="Expert tensor-parallel size (Megatron "
+        "--expert-tensor-parallel-size): each expert's FFN split over etp ranks. Default: tp, "
+        "as Megatron-Core defaults it.",
+    )
+    moe_dispatcher: Literal["alltoall", "deepep"] = Field(
+        default="alltoall", description="How MoE tokens travel to their experts. alltoall "
+        "(Megatron --moe-token-dispatcher-type alltoall): every routed copy of a token goes "
+        "to its expert's rank. deepep (DeepEP, Megatron's flex dispatcher): a token crosses "
+        "the network once per remote NVLink domain it is routed to and is forwarded to its "
+        "experts there over NVLink (group-limited routing narrows the domains it can reach).",
+    )
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
     recompute: Literal["none", "selective", "full"] = "none"

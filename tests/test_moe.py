@@ -1,0 +1,159 @@
+"""Mixture-of-Experts training (issue 13): the expert layout, the lowering's token exchange and
+grouped GEMMs, and the properties the issue names (FLOPs conserved across layouts, all-to-all
+bytes in closed form, dense models untouched)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ghsim.cli import main
+from ghsim.config import load_scenario
+from ghsim.config.api import load_hardware
+from ghsim.costmodel.gpu import gpu_cost_model
+from ghsim.engine.simulate import simulate
+from ghsim.fabric.traffic import _deduplicated
+from ghsim.workload.ir import Comm, Kernel
+from ghsim.workload.lower import lower
+from ghsim.workload.summary import collective_bytes
+
+H, EXPERTS, TOP_K, EFFN, LAYERS = 1024, 16, 4, 512, 4
+TINY_MOE = ["system=dgx-h100", "model=qwen3-30b-a3b", f"model.layers={LAYERS}",
+            f"model.hidden={H}", "model.heads=8", "model.kv_heads=8", "model.head_dim=128",
+            "model.ffn_hidden=2048", "model.vocab=4096", "model.qk_norm=false",
+            f"model.moe.experts={EXPERTS}", f"model.moe.top_k={TOP_K}",
+            f"model.moe.expert_ffn_hidden={EFFN}", "training.seq_len=1024",
+            "training.micro_batch=1", "training.precision=bf16", "parallelism.recompute=none",
+            "offload.strategy=none"]
+
+
+SP = "parallelism.sequence_parallel=true"
+
+
+def _scenario(num_gpus: int, *layout: str, global_batch: int = 8) -> list[str]:
+    return [*TINY_MOE, f"num_gpus={num_gpus}", f"training.global_batch={global_batch}",
+            *layout]
+
+
+def _hardware_flops(overrides: list[str]) -> float:
+    return lower(load_scenario("llama3-8b-gh200", overrides)).hardware_flops_per_step
+
+
+@pytest.mark.parametrize("layout", [
+    ["parallelism.ep=2"], ["parallelism.ep=8"],
+    ["parallelism.ep=4", "parallelism.tp=2", "parallelism.etp=1", SP],
+    ["parallelism.ep=2", "parallelism.tp=2", "parallelism.etp=2", SP],
+    ["parallelism.ep=4", "parallelism.pp=2"],
+])
+def test_flops_are_conserved_across_expert_layouts(layout: list[str]) -> None:
+    """The same job on 8 GPUs under any ep / etp / tp / pp layout does the same work."""
+    reference = _hardware_flops(_scenario(8, "parallelism.ep=1"))
+    assert _hardware_flops(_scenario(8, *layout)) == pytest.approx(reference, rel=1e-9)
+
+
+@pytest.mark.parametrize("ep", [2, 4, 8])
+def test_all_to_all_bytes_per_rank_are_the_closed_form(ep: int) -> None:
+    """Each MoE layer exchanges tokens x top_k x hidden x 2 B by all-to-all four times per
+    micro-batch (dispatch and combine, forward and backward), of which (ep - 1) / ep leave
+    the rank."""
+    workload = lower(load_scenario("llama3-8b-gh200", _scenario(8, f"parallelism.ep={ep}")))
+    rank_class = workload.classes[0]
+    micro_batches = 8 // 8  # global batch 8 over dp 8
+    tokens = 1024
+    expected = 4 * LAYERS * micro_batches * tokens * TOP_K * H * 2 * (ep - 1) / ep
+    assert collective_bytes(rank_class)["ep"] == pytest.approx(expected)
+
+
+def test_experts_run_as_grouped_gemms_of_their_share_of_the_tokens() -> None:
+    workload = lower(load_scenario("llama3-8b-gh200", _scenario(8, "parallelism.ep=4")))
+    kernels = {k.name: k for op in workload.classes[0].ops for k in op.body
+               if isinstance(k, Kernel)}
+    up = kernels["experts.up"]
+    local = EXPERTS // 4
+    per_expert = 1024 * TOP_K // local  # this rank's token copies, balanced over its experts
+    assert up.groups == local and up.shape == (per_expert, 2 * EFFN, H)
+    assert up.flops == 2.0 * per_expert * 2 * EFFN * H * local
+
+
+def test_grouped_gemm_tiles_share_the_waves_by_hand() -> None:
+    gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
+    # 16 experts of 256 x 1024 outputs: 2 x 8 = 16 tiles each, 256 tiles in 2 waves of 132
+    assert gpu.wave_efficiency(256, 1024, 16) == pytest.approx(256 / 264)
+    assert gpu.wave_efficiency(256, 1024) == pytest.approx(16 / 132)
+
+
+def test_expert_gradients_sync_over_the_expert_data_parallel_group() -> None:
+    workload = lower(load_scenario("llama3-8b-gh200", _scenario(
+        8, "parallelism.ep=4", "parallelism.zero_stage=1")))
+    groups = {op.attrs.get("group") for op in workload.classes[0].ops
+              if op.kind == "collective"}
+    assert {"dp", "edp"} <= groups  # dense over dp = 8, experts over edp = 8 / 4 = 2
+    edp = [op for op in workload.classes[0].ops if op.attrs.get("group") == "edp"]
+    assert all(op.attrs["group_size"] == 2 for op in edp)
+
+
+def test_a_dense_model_has_no_expert_traffic() -> None:
+    base = ["system=dgx-h100", "num_gpus=8", "model=llama3-8b", "model.layers=2",
+            "training.seq_len=1024", "training.global_batch=8", "offload.strategy=none"]
+    workload = lower(load_scenario("llama3-8b-gh200", base))
+    assert not any(isinstance(s, Comm) and s.group in ("ep", "etp")
+                   for op in workload.classes[0].ops for s in op.body)
+    assert not any(op.attrs.get("group") == "edp" for op in workload.classes[0].ops)
+
+
+def test_deepep_sends_a_token_once_per_remote_domain() -> None:
+    # 8 copies over 4 domains: 4 (1 - (3/4)^8) = 3.60 distinct domains of 8 copies
+    assert _deduplicated((8, 1.0), 4) == pytest.approx(4 * (1 - 0.75 ** 8) / 8)
+    # group-limited to half the domains of 8: at most 4 eligible
+    assert _deduplicated((8, 0.5), 8) == pytest.approx(_deduplicated((8, 1.0), 4))
+    assert _deduplicated((1, 1.0), 4) == 1.0 and _deduplicated((8, 1.0), 1) == 1.0
+    base = [*_scenario(32, "parallelism.ep=32", global_batch=32), "model.moe.experts=64"]
+    naive = simulate(load_scenario("llama3-8b-gh200", base))
+    deepep = simulate(load_scenario("llama3-8b-gh200", [*base,
+                                                         "parallelism.moe_dispatcher=deepep"]))
+    assert deepep.breakdown_s["ep"] < naive.breakdown_s["ep"]
+
+
+def test_measured_imbalance_stretches_the_busiest_expert_rank() -> None:
+    base = _scenario(8, "parallelism.ep=8")
+    balanced = simulate(load_scenario("llama3-8b-gh200", base))
+    skewed = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "model.moe.routing=measured", "model.moe.imbalance=1.5",
+        "model.moe.imbalance_source=a test"]))
+    assert skewed.compute_breakdown_s["gemm"] > balanced.compute_breakdown_s["gemm"]
+    assert skewed.step_time_s > balanced.step_time_s
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("parallelism.ep=3", "parallelism.ep"),
+    ("parallelism.ep=32", "parallelism.ep"),
+    ("parallelism.tp=2", "parallelism.sequence_parallel"),
+])
+def test_an_expert_layout_that_cannot_work_is_one_line(
+        override: str, key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "llama3-8b-gh200", *(f"--set={o}" for o in _scenario(8, override))]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0]
+
+
+def test_ep_on_a_dense_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "llama3-8b-gh200", "--set", "parallelism.ep=2"]) == 2
+    assert "parallelism.ep" in capsys.readouterr().err
+
+
+def test_mla_runs_its_low_rank_projections() -> None:
+    overrides = [*_scenario(8, "parallelism.ep=8"), "model.kv_heads=8",
+                 "model.attention.type=mla", "model.attention.q_lora_rank=256",
+                 "model.attention.kv_lora_rank=128", "model.attention.qk_nope_head_dim=64",
+                 "model.attention.qk_rope_head_dim=32", "model.attention.v_head_dim=64"]
+    workload = lower(load_scenario("llama3-8b-gh200", overrides))
+    kernels = {k.name: k for op in workload.classes[0].ops for k in op.body
+               if isinstance(k, Kernel)}
+    assert kernels["q_down"].shape == (1024, 256, H)
+    assert kernels["kv_down"].shape == (1024, 128 + 32, H)
+    assert kernels["kv_up"].shape == (1024, 8 * (64 + 64), 128)
+    assert kernels["attn.flash"].flops == 2.0 * 1024 * 1024 * 8 * (96 + 64)
+    assert "qkv" not in kernels
+    assert math.isclose(kernels["proj"].flops, 2.0 * 1024 * H * 8 * 64)
