@@ -157,3 +157,71 @@ def test_mla_runs_its_low_rank_projections() -> None:
     assert kernels["attn.flash"].flops == 2.0 * 1024 * 1024 * 8 * (96 + 64)
     assert "qkv" not in kernels
     assert math.isclose(kernels["proj"].flops, 2.0 * 1024 * H * 8 * 64)
+
+
+# -- Grace Hopper for MoE: the routed experts in LPDDR5X -------------------------------------------
+
+OFFLOAD = ["system=gh200-nvl2", "num_gpus=2", "model=qwen3-30b-a3b", "parallelism.ep=2",
+           "training.seq_len=2048", "training.micro_batch=1", "training.global_batch=4",
+           "parallelism.zero_stage=1"]
+
+
+def test_expert_offload_keeps_the_experts_states_in_host_memory() -> None:
+    """The experts' weights, gradients and optimizer states move to LPDDR5X; what stays in
+    HBM is the rest (attention, norms, router, embeddings), to the byte."""
+    scenario = load_scenario("llama3-8b-gh200", [*OFFLOAD, "offload.strategy=experts"])
+    workload = lower(scenario)
+    rank = workload.classes[0]
+    from ghsim.workload.summary import memory_profile
+    hbm, host = memory_profile(rank, "hbm"), memory_profile(rank, "lpddr")
+    resident = load_scenario("llama3-8b-gh200", [*OFFLOAD, "offload.strategy=none"])
+    everything = memory_profile(lower(resident).classes[0], "hbm")
+    states = hbm.weights + hbm.gradients + hbm.optimizer
+    moved = host.weights + host.gradients + host.optimizer
+    assert states + moved == pytest.approx(
+        everything.weights + everything.gradients + everything.optimizer, rel=1e-9)
+    assert moved > 5 * states  # Qwen3-30B-A3B is 95 % experts
+
+
+def test_expert_offload_streams_over_c2c_and_steps_the_experts_on_grace() -> None:
+    result = simulate(load_scenario("llama3-8b-gh200", [*OFFLOAD, "offload.strategy=experts"]))
+    assert result.host["h2d_bytes"] > 0 and result.host["d2h_bytes"] > 0
+    hbm = result.memory["hbm"]
+    assert hbm["peak_bytes"] <= hbm["capacity_bytes"]
+    resident = simulate(load_scenario("llama3-8b-gh200", [*OFFLOAD, "offload.strategy=none"]))
+    assert resident.memory["hbm"]["peak_bytes"] > resident.memory["hbm"]["capacity_bytes"]
+    # half the C2C bandwidth slows the streaming
+    slower = simulate(load_scenario("llama3-8b-gh200", [
+        *OFFLOAD, "offload.strategy=experts", "system.node.gpu.gpu.host_link.bandwidth_gb_s=225"]))
+    assert slower.step_time_s > result.step_time_s
+
+
+def test_expert_offload_needs_experts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "llama3-8b-gh200", "--set", "offload.strategy=experts"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "offload.strategy" in err[0] and "model.moe" in err[0]
+
+
+def test_each_expert_of_a_grouped_gemm_is_one_more_launch() -> None:
+    """Transformer Engine's grouped GEMM on Hopper launches one cuBLAS GEMM per expert
+    (multi_stream_cublas_gemm): the host issues them all."""
+    from ghsim.engine.simulator import KernelIssue
+    grouped = Kernel("experts.up", 1.0, 1.0, "bf16", (8, 8, 8), "gemm", groups=16)
+    single = Kernel("qkv", 1.0, 1.0, "bf16", (8, 8, 8), "gemm")
+    issue = KernelIssue(kernel_s=10e-6, extra_launch_s=3e-6)
+    assert issue.issue_s((grouped, single)) == pytest.approx(2 * 10e-6 + 15 * 3e-6)
+    assert KernelIssue(10e-6, graphs=True, extra_launch_s=3e-6).issue_s((grouped,)) == 10e-6
+
+
+def test_sliding_window_layers_attend_to_their_window_only() -> None:
+    from ghsim.workload.shapes import window_work
+    # 4 queries, window 2: 1 + 2 + 2 + 2 = 7 keys against 1 + 2 + 3 + 4 = 10
+    assert window_work(4, 2) == pytest.approx(0.7)
+    assert window_work(4, 8) == 1.0
+    windowed = [*_scenario(8, "parallelism.ep=8"), "model.attention.sliding_window=128",
+                "model.attention.full_attention_every=2"]
+    workload = lower(load_scenario("llama3-8b-gh200", windowed))
+    flash = [k.flops for op in workload.classes[0].ops if op.attrs.get("phase") == "F"
+             for k in op.body if isinstance(k, Kernel) and k.name == "attn.flash"]
+    full = 4.0 * 1024 * 1024 * 8 * 128
+    assert flash[:LAYERS] == pytest.approx([full * window_work(1024, 128), full] * (LAYERS // 2))

@@ -307,8 +307,8 @@ def _kernel_issue(spec: ScenarioSpec, workload: Workload) -> KernelIssue:
     per_kernel = cpu.compute.kernel_issue_us if cpu is not None else None
     if not per_kernel or "replay" in workload.attrs or spec.microbenchmark is not None:
         return KernelIssue()
-    graphs = bool(getattr(spec.training, "cuda_graphs", False))
-    return KernelIssue(per_kernel * 1e-6, graphs)
+    extra = (cpu.compute.kernel_launch_us or 0.0) if cpu is not None else 0.0
+    return KernelIssue(per_kernel * 1e-6, spec.training.cuda_graphs, extra * 1e-6)
 
 
 def simulate(scenario: Scenario) -> Result:

@@ -102,17 +102,29 @@ class KernelIssue:
 
     kernel_s: float = 0.0
     graphs: bool = False
+    extra_launch_s: float = 0.0
+    """Host time of each further launch inside one kernel step (a grouped GEMM's experts)."""
 
     def launches(self, body: tuple[Step, ...]) -> int:
         return min(1, len(body)) if self.graphs else len(body)
 
-    def wait_s(self, issued: float, now: float, launches: int, gpu_s: float) -> float:
-        """How long an op whose issue starts at ``issued`` waits for its host, past ``now``."""
+    def issue_s(self, body: tuple[Step, ...]) -> float:
+        """Host seconds to issue a compute op's body."""
+        if self.graphs:
+            return self.kernel_s if body else 0.0
+        extra = sum(s.groups - 1 for s in body if isinstance(s, Kernel))
+        return len(body) * self.kernel_s + extra * self.extra_launch_s
+
+    def wait_s(self, issued: float, now: float, launches: int, gpu_s: float,
+               issue_s: float | None = None) -> float:
+        """How long an op whose issue starts at ``issued`` (and takes ``issue_s``, by default
+        ``launches`` kernel issues) waits for its host, past ``now``."""
         c = self.kernel_s
         if c <= 0 or launches <= 0:
             return 0.0
+        total = launches * c if issue_s is None else issue_s
         g = gpu_s / launches
-        return max(0.0, issued + c - now, issued + launches * c + g - now - gpu_s)
+        return max(0.0, issued + c - now, issued + total + g - now - gpu_s)
 
 
 class Simulator:
@@ -247,8 +259,10 @@ class Simulator:
             elif "not_before_s" not in op.attrs:  # an imported trace has its own launch times
                 launches = self.issue.launches(op.body)
                 issued = self.host_clock.get(owner, 0.0)
-                self.host_clock[owner] = issued + launches * self.issue.kernel_s
-                wait = self.issue.wait_s(issued, self.env.now, launches, sum(kernels.values()))
+                issue_s = self.issue.issue_s(op.body)
+                self.host_clock[owner] = issued + issue_s
+                wait = self.issue.wait_s(issued, self.env.now, launches, sum(kernels.values()),
+                                         issue_s)
                 if wait > 0:
                     parts["cpu"] = wait
                     yield self.env.timeout(wait)

@@ -45,7 +45,9 @@ class Kernel:
     """Recomputed forward work: hardware FLOPs, not model FLOPs."""
     groups: int = 1
     """A grouped GEMM (MoE experts): ``groups`` GEMMs of ``shape`` whose tiles share the
-    GPU's waves; ``flops`` and ``bytes`` are the whole group's."""
+    GPU's waves; ``flops`` and ``bytes`` are the whole group's. Transformer Engine launches
+    them one by one from C++ on several streams (``multi_stream_cublas_gemm``), so the host
+    issues ``groups`` launches."""
 
 
 @dataclass(frozen=True, slots=True)

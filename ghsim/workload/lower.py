@@ -16,7 +16,7 @@ pass (``overlap_param_gather``). ZeRO 3 gathers each chunk's parameters before e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ghsim.config import Scenario
 from ghsim.config.api import blame
@@ -26,11 +26,16 @@ from ghsim.limits import MAX_SIMULATED_KERNELS, MAX_SIMULATED_OPS
 from ghsim.workload import kernels as K
 from ghsim.workload.activations import head_activation_bytes, layer_activation_bytes
 from ghsim.workload.ir import Kernel, RankClass, Step, Workload, check_dag
-from ghsim.workload.modelsize import is_moe_layer, model_flops_per_token, parameter_count
+from ghsim.workload.modelsize import (
+    attention_window,
+    is_moe_layer,
+    model_flops_per_token,
+    parameter_count,
+)
 from ghsim.workload.offload import offload_policy, policy_class
 from ghsim.workload.placement import place_groups
 from ghsim.workload.schedule import Pass, pipeline_order
-from ghsim.workload.shapes import LayerShapes, layer_shapes
+from ghsim.workload.shapes import LayerShapes, layer_shapes, window_work
 from ghsim.workload.stage import Chunk, OpBuilder
 from ghsim.workload.states import bytes_per_param, optimizer_step_bytes
 
@@ -70,31 +75,38 @@ def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
         if last:
             output = count.output or (count.embedding if layout.pp > 1 else 0)
             outside += output + count.final_norm
+        indices = range(sum(per_stage[:v]), sum(per_stage[:v]) + per_chunk)
+        windows = tuple(attention_window(spec.model, i) for i in indices)
+        windows = windows if any(w is not None for w in windows) else ()
         if not moe:
             chunks.append(Chunk(c, v, per_chunk, first, last,
-                                (per_chunk * count.per_layer + outside) / layout.tp))
+                                (per_chunk * count.per_layer + outside) / layout.tp,
+                                windows=windows))
             continue
-        indices = range(sum(per_stage[:v]), sum(per_stage[:v]) + per_chunk)
         split = [_layer_params(scenario, i) for i in indices]
         experts = sum(e for _, e in split)
         params = sum(d for d, _ in split) + experts + outside / layout.tp
         kinds = tuple(is_moe_layer(spec.model, i) for i in indices)
-        chunks.append(Chunk(c, v, per_chunk, first, last, params, kinds, experts))
+        chunks.append(Chunk(c, v, per_chunk, first, last, params, kinds, windows, experts))
     return chunks
 
 
 def _layers(chunk: Chunk, s: LayerShapes, backward: bool, count: int, skip: int) -> list[Step]:
     """The kernels of ``count`` layers of the chunk, ``skip`` layers in (from its last layer
     when ``backward``), in the order the pass runs them."""
-    kinds = chunk.moe_layers or (False,) * chunk.layers
-    order = list(reversed(kinds)) if backward else list(kinds)
+    kinds = list(zip(chunk.moe_layers or (False,) * chunk.layers,
+                     chunk.windows or (None,) * chunk.layers, strict=True))
+    order = list(reversed(kinds)) if backward else kinds
     build = K.layer_backward if backward else K.layer_forward
     steps: list[Step] = []
-    cache: dict[bool, list[Step]] = {}
-    for moe in order[skip:skip + count]:
-        if moe not in cache:
-            cache[moe] = build(s, moe)
-        steps += cache[moe]
+    cache: dict[tuple[bool, int | None], list[Step]] = {}
+    for kind in order[skip:skip + count]:
+        if kind not in cache:
+            moe, window = kind
+            shapes = s if window is None else replace(
+                s, attention_work=s.attention_work * window_work(s.seq_len, window))
+            cache[kind] = build(shapes, moe)
+        steps += cache[kind]
     return steps
 
 
@@ -182,6 +194,7 @@ class _StageLowering:
         self.saved: dict[tuple[int, int], list[tuple[str, float]]] = {}
         """Activation buffers each (micro-batch, chunk) keeps for its backward pass."""
         self.policy = offload_policy(scenario)
+        self.policy.prepare(self)
         self.b.managed = self.policy.managed
         self.compute_history: list[int] = []
         """Compute ops emitted so far (streaming offload policies prefetch relative to them)."""

@@ -85,6 +85,9 @@ class OffloadPolicy:
         and the half-precision weight (Adam with BF16 gradients: 2 + 12 + 12 + 2 = 28 B;
         AdEMAMix with FP32 gradients 38)."""
 
+    def prepare(self, lw: StageLowering) -> None:
+        """Called once the stage's sizes are known, before any op is lowered."""
+
     def host_fraction(self, category: str) -> float:
         """Share of a state category (weights, gradients, optimizer) kept in host memory."""
         return 0.0
@@ -235,6 +238,42 @@ class ParamOffload(_Streaming):
         lw.b.add("cpu", "offload.adam", "cpu", (*deps, lw.b.tails.get("d2h", -1)),
                  nbytes=params * self.step_bytes,
                  flops=params * ADAM_CPU_FLOPS_PER_PARAM, cores=self.spec.cpu_cores)
+
+
+@register("experts")
+class ExpertOffload(ParamOffload):
+    """Grace Hopper for MoE: the routed experts' weights, gradients and optimizer states live in
+    host memory (LPDDR5X on GH200); each MoE layer's local experts are streamed into HBM ahead
+    of its pass (``prefetch_layers`` ahead; with balanced routing every local expert receives
+    tokens, so all of them travel) and their gradients streamed out after its backward pass;
+    the experts' optimizer step runs on the host CPU. Attention, norms, the router, shared
+    experts and dense layers stay in HBM with their optimizer on the GPU. ``fraction`` is the
+    share of the experts kept in host memory."""
+
+    def host_fraction(self, category: str) -> float:
+        return self._share * (self.spec.fraction if category != "optimizer" else 1.0)
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        if getattr(scenario.spec.model, "moe", None) is None:
+            raise ConfigError(scenario.source, "offload.strategy",
+                              "'experts' needs a model with experts (model.moe)")
+        self._share = 0.0
+
+    def prepare(self, lw: StageLowering) -> None:
+        self._share = lw.expert_share
+
+    def _layer_params(self, lw: StageLowering, layers: int) -> float:
+        # this layer's experts: the chunk's expert parameters spread over its layers (the
+        # mean over a chunk's MoE and dense layers; all but the first few are MoE)
+        return layers * lw.per_layer_params * lw.expert_share * self.spec.fraction
+
+    def optimizer(self, lw: StageLowering, params: float, deps: tuple[int, ...]) -> None:
+        total = sum(c.expert_params for c in lw.chunks)
+        shard = total / (lw.layout.edp if lw.zero >= 1 else 1)
+        lw.b.add("cpu", "offload.experts_adam", "cpu", (*deps, lw.b.tails.get("d2h", -1)),
+                 nbytes=shard * self.step_bytes, flops=shard * ADAM_CPU_FLOPS_PER_PARAM,
+                 cores=self.spec.cpu_cores)
 
 
 @register("unified_memory")

@@ -132,6 +132,14 @@ class LayerShapes:
         return self.tokens // self.tp if self.sequence_parallel else self.tokens
 
 
+def window_work(seq_len: int, window: int) -> float:
+    """Attention work of a causal sliding window of ``window`` tokens relative to full causal
+    attention over ``seq_len``: query i attends to min(i, window) keys, against i."""
+    w = min(window, seq_len)
+    windowed = w * (w + 1) / 2 + (seq_len - w) * w
+    return windowed / (seq_len * (seq_len + 1) / 2)
+
+
 def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
     """The per-rank shapes of ``spec`` under ``layout``."""
     model, training, par = spec.model, spec.training, spec.parallelism

@@ -28,6 +28,9 @@ class Chunk:
     """Parameters of this chunk on one rank (divided by tp; experts by ep x etp)."""
     moe_layers: tuple[bool, ...] = ()
     """Per layer of the chunk, in order: whether it is a MoE layer (empty: all dense)."""
+    windows: tuple[int | None, ...] = ()
+    """Per layer of the chunk: its sliding attention window in tokens, None where it attends
+    fully (empty: every layer attends fully)."""
     expert_params: float = 0.0
     """Of ``params``, the routed experts' (reduced and sharded over the expert data-parallel
     group, edp, instead of dp)."""
@@ -71,6 +74,8 @@ class StageLowering(Protocol):
     """Bytes per parameter of weights, gradients and optimizer states."""
     per_layer_params: float
     """Parameters of one layer on one rank (divided by tp)."""
+    expert_share: float
+    """Of the rank's parameters, the routed experts' (0 for a dense model)."""
     layer_activations: float
     """Bytes one layer of one micro-batch keeps for its backward pass."""
     saved: dict[tuple[int, int], list[tuple[str, float]]]

@@ -545,6 +545,12 @@ class CpuComputeSpec(Spec):
         "the GPU waits for its host (training.cuda_graphs replays a captured op with one "
         "launch). Absent or 0: the host never holds the GPU back.",
     )
+    kernel_launch_us: float | None = Field(
+        default=None, ge=0.0, description="CPU time of one more kernel launch issued from C++ "
+        "inside an op that launches several (Transformer Engine's grouped GEMM on Hopper loops "
+        "over the experts, one cuBLAS GEMM each): the driver's launch without the Python "
+        "module call. Absent: such launches are free on the host.",
+    )
 
     def peak_flops(self, dtype: Literal["fp64", "fp32"]) -> float:
         """Peak FLOP/s of the socket at the base clock."""

@@ -197,9 +197,10 @@ class OffloadSpec(Spec):
 
     strategy: Name = Field(
         default="none", description="A registered offload policy (ghsim.workload.offload): "
-        "none, optimizer, optimizer_overlap, params, activations, unified_memory. A new policy "
-        "registers itself with @register(name) and needs no change to this schema; the name is "
-        "checked when the step is lowered (and before a sweep runs).",
+        "none, optimizer, optimizer_overlap, params, activations, experts (MoE: routed experts in "
+        "host memory, streamed per layer), unified_memory. A new policy registers itself "
+        "with @register(name) and needs no change to this schema; the name is checked when "
+        "the step is lowered (and before a sweep runs).",
     )
     fraction: float = Field(
         default=1.0, gt=0.0, le=1.0,
