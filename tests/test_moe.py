@@ -225,3 +225,18 @@ def test_sliding_window_layers_attend_to_their_window_only() -> None:
              for k in op.body if isinstance(k, Kernel) and k.name == "attn.flash"]
     full = 4.0 * 1024 * 1024 * 8 * 128
     assert flash[:LAYERS] == pytest.approx([full * window_work(1024, 128), full] * (LAYERS // 2))
+
+
+def test_mtp_modules_run_on_the_last_stage() -> None:
+    base = [*_scenario(8, "parallelism.ep=4", "parallelism.pp=2"), "model.moe.experts=16"]
+    plain = lower(load_scenario("llama3-8b-gh200", base))
+    mtp = lower(load_scenario("llama3-8b-gh200", [*base, "model.mtp_layers=1"]))
+    first, last = mtp.classes[0], mtp.classes[-1]
+    names = {k.name for op in last.ops for k in op.body if isinstance(k, Kernel)}
+    assert {"mtp.proj", "mtp.logits", "mtp.loss"} <= names
+    assert not any(k.name.startswith("mtp.") for op in first.ops for k in op.body
+                   if isinstance(k, Kernel))
+    # one more MoE layer and one more head's work on the last stage, the first stage unchanged
+    assert mtp.classes[0].ops and plain.classes[0].ops
+    extra = mtp.hardware_flops_per_step - plain.hardware_flops_per_step
+    assert extra > 0

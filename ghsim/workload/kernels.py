@@ -351,6 +351,36 @@ def head_forward(s: LayerShapes) -> list[Step]:
     return steps
 
 
+def mtp_forward(s: LayerShapes, moe: bool) -> list[Step]:
+    """One multi-token-prediction module (DeepSeek-V3, Megatron-Core MultiTokenPredictionLayer)
+    on the last stage: the next token's embedding and the hidden state are normalized, joined
+    and projected back to the hidden width (a 2h x h GEMM), run through one transformer layer,
+    and scored by the shared output layer and its loss."""
+    t, h = s.sp_tokens, s.hidden
+    steps: list[Step] = [_eltwise("mtp.embedding", t * h, s),
+                         _eltwise("mtp.enorm", t * h, s, klass="norm"),
+                         _eltwise("mtp.hnorm", t * h, s, klass="norm"),
+                         _gemm("mtp.proj", t, h, 2 * h, replace(s, gemm_dtype="bf16",
+                                                                weight_bytes=s.act_bytes))]
+    steps += layer_forward(s, moe)
+    return steps + [replace(k, name=f"mtp.{k.name}") if isinstance(k, Kernel) else k
+                    for k in head_forward(s)]
+
+
+def mtp_backward(s: LayerShapes, moe: bool) -> list[Step]:
+    """The backward pass of :func:`mtp_forward`, its head first."""
+    steps: list[Step] = [replace(k, name=f"mtp.{k.name}") if isinstance(k, Kernel) else k
+                         for k in head_backward(s)]
+    steps += layer_backward(s, moe)
+    t, h = s.sp_tokens, s.hidden
+    projection = _gemm("mtp.proj", t, h, 2 * h, replace(s, gemm_dtype="bf16",
+                                                         weight_bytes=s.act_bytes))
+    steps += _backward_of(projection)
+    steps += [_eltwise("mtp.norms.bwd", 2 * t * h, s, reads=2, klass="norm"),
+              _eltwise("mtp.embedding.bwd", t * h, s, reads=2)]
+    return steps
+
+
 def head_backward(s: LayerShapes) -> list[Step]:
     steps: list[Step] = [Kernel("loss.bwd", 0.0, s.tokens * s.vocab * (s.act_bytes + 4), "fp32",
                                 (s.tokens, s.vocab), "loss")]

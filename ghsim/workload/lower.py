@@ -52,10 +52,24 @@ def _layer_params(scenario: Scenario, index: int) -> tuple[float, float]:
     return dense / layout.tp, count.experts * count.expert / (layout.ep * layout.etp)
 
 
+def _stage_layers(scenario: Scenario) -> list[int]:
+    """Main-model layers of each virtual pipeline stage. Multi-token-prediction modules sit on
+    the last stage and count as one layer each in the split, as the recipes that train with
+    them lay the pipeline out (Megatron-Bridge's DeepSeek-V3 layout ``Et|(tt|)*30mL``: the
+    last virtual stage holds only the MTP module and the loss)."""
+    layout, model = scenario.layout, scenario.spec.model
+    mtp = getattr(model, "mtp_layers", 0)
+    per_stage = layers_per_virtual_stage(model.layers + mtp, layout.pp * layout.vp)
+    for stage in range(len(per_stage) - 1, -1, -1):  # take the MTP modules off the end
+        taken = min(mtp, per_stage[stage])
+        per_stage[stage] -= taken
+        mtp -= taken
+    return per_stage
+
+
 def _layer_indices(scenario: Scenario, chunk: Chunk) -> range:
     """The model's layer indices the chunk holds."""
-    layout = scenario.layout
-    per_stage = layers_per_virtual_stage(scenario.spec.model.layers, layout.pp * layout.vp)
+    per_stage = _stage_layers(scenario)
     start = sum(per_stage[:chunk.virtual_stage])
     return range(start, start + chunk.layers)
 
@@ -64,7 +78,7 @@ def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
     spec, layout = scenario.spec, scenario.layout
     count = parameter_count(spec.model)
     total_virtual = layout.pp * layout.vp
-    per_stage = layers_per_virtual_stage(spec.model.layers, total_virtual)
+    per_stage = _stage_layers(scenario)
     moe = getattr(spec.model, "moe", None) is not None
     chunks = []
     for c in range(layout.vp):
@@ -87,7 +101,14 @@ def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
         experts = sum(e for _, e in split)
         params = sum(d for d, _ in split) + experts + outside / layout.tp
         kinds = tuple(is_moe_layer(spec.model, i) for i in indices)
-        chunks.append(Chunk(c, v, per_chunk, first, last, params, kinds, windows, experts))
+        mtp: tuple[bool, ...] = ()
+        if last and count.mtp_layers:
+            mtp = (count.mtp_moe_layers > 0,) * count.mtp_layers
+            mtp_experts = count.mtp_moe_layers * count.experts * count.expert
+            experts += mtp_experts / (layout.ep * layout.etp)
+            params += (count.mtp - mtp_experts) / layout.tp + mtp_experts / (
+                layout.ep * layout.etp)
+        chunks.append(Chunk(c, v, per_chunk, first, last, params, kinds, windows, mtp, experts))
     return chunks
 
 
@@ -122,7 +143,10 @@ def _forward_bodies(chunk: Chunk, s: LayerShapes, buckets: list[int]) -> list[tu
         body = K.embedding_forward(s) if chunk.first and index == 0 else []
         body += _layers(chunk, s, False, layers, done)
         done += layers
-        body += K.head_forward(s) if chunk.last and index == len(buckets) - 1 else []
+        if chunk.last and index == len(buckets) - 1:
+            body += K.head_forward(s)
+            for moe in chunk.mtp:
+                body += K.mtp_forward(s, moe)
         bodies.append(tuple(body))
     return bodies
 
@@ -131,7 +155,11 @@ def _backward_bodies(chunk: Chunk, s: LayerShapes, buckets: list[int]) -> list[t
     """The chunk's backward pass, split into one body per gradient bucket (last layers first)."""
     bodies, done = [], 0
     for index, layers in enumerate(buckets):
-        body = K.head_backward(s) if chunk.last and index == 0 else []
+        body = []
+        if chunk.last and index == 0:
+            for moe in reversed(chunk.mtp):
+                body += K.mtp_backward(s, moe)
+            body += K.head_backward(s)
         body += _layers(chunk, s, True, layers, done)
         done += layers
         body += K.embedding_backward(s) if chunk.first and index == len(buckets) - 1 else []
@@ -189,6 +217,9 @@ class _StageLowering:
         per_layer = (sum(layer_activation_bytes(self.shapes, moe) for moe in kinds) / len(kinds)
                      if kinds else layer_activation_bytes(self.shapes))
         head = head_activation_bytes(self.shapes)
+        mtp = self.chunks[-1].mtp if self.chunks[-1].last else ()
+        head += sum(layer_activation_bytes(self.shapes, moe) + head_activation_bytes(self.shapes)
+                    for moe in mtp)  # each MTP module keeps a layer's and a head's tensors
         self.layer_activations = per_layer
         self.head_activations = head
         self.saved: dict[tuple[int, int], list[tuple[str, float]]] = {}

@@ -31,6 +31,8 @@ class Chunk:
     windows: tuple[int | None, ...] = ()
     """Per layer of the chunk: its sliding attention window in tokens, None where it attends
     fully (empty: every layer attends fully)."""
+    mtp: tuple[bool, ...] = ()
+    """The last chunk's multi-token-prediction modules: whether each one's layer is MoE."""
     expert_params: float = 0.0
     """Of ``params``, the routed experts' (reduced and sharded over the expert data-parallel
     group, edp, instead of dp)."""
