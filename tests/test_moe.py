@@ -240,3 +240,13 @@ def test_mtp_modules_run_on_the_last_stage() -> None:
     assert mtp.classes[0].ops and plain.classes[0].ops
     extra = mtp.hardware_flops_per_step - plain.hardware_flops_per_step
     assert extra > 0
+
+
+def test_overlapping_the_all_to_alls_hides_them_behind_gemms() -> None:
+    base = [*_scenario(32, "parallelism.ep=32", global_batch=32), "model.moe.experts=64"]
+    exposed = simulate(load_scenario("llama3-8b-gh200", base))
+    hidden = simulate(load_scenario("llama3-8b-gh200", [*base, "parallelism.moe_a2a_overlap=true"]))
+    assert hidden.breakdown_s["ep"] < exposed.breakdown_s["ep"]
+    assert hidden.step_time_s < exposed.step_time_s
+    # the GEMMs beside them slow down by the measured overlap slowdown, never speed up
+    assert hidden.compute_breakdown_s["gemm"] >= exposed.compute_breakdown_s["gemm"] * (1 - 1e-9)

@@ -30,10 +30,11 @@ class Segment:
     overlap_s: float = 0.0
 
 
-def _pairs(body: tuple[Step, ...], tp_group: str) -> dict[int, int]:
+def _pairs(body: tuple[Step, ...], tp_group: str, ep: bool = False) -> dict[int, int]:
     """Which GEMM (by index) each overlapped collective (by index) runs beside: an all-gather
     the GEMM right after it (past FP8 casts), else the nearest earlier free GEMM; a
-    reduce-scatter the nearest earlier free GEMM."""
+    reduce-scatter the nearest earlier free GEMM; with ``ep``, an expert-parallel all-to-all
+    the nearest earlier free GEMM, else the next one."""
     pairs: dict[int, int] = {}
     taken: set[int] = set()
 
@@ -42,8 +43,11 @@ def _pairs(body: tuple[Step, ...], tp_group: str) -> dict[int, int]:
         return isinstance(step, Kernel) and step.klass == "gemm" and i not in taken
 
     for index, step in enumerate(body):
-        if not (isinstance(step, Comm) and step.group == tp_group
-                and step.collective in OVERLAPPED):
+        if not isinstance(step, Comm):
+            continue
+        tp = step.group == tp_group and step.collective in OVERLAPPED
+        moe = ep and step.group == "ep"
+        if not (tp or moe):
             continue
         chosen = None
         if step.collective == "all_gather":
@@ -55,6 +59,8 @@ def _pairs(body: tuple[Step, ...], tp_group: str) -> dict[int, int]:
                 chosen = after
         if chosen is None:
             chosen = next((i for i in range(index - 1, -1, -1) if gemm(i)), None)
+        if chosen is None and moe:
+            chosen = next((i for i in range(index + 1, len(body)) if gemm(i)), None)
         if chosen is not None:
             pairs[index] = chosen
             taken.add(chosen)
@@ -62,9 +68,12 @@ def _pairs(body: tuple[Step, ...], tp_group: str) -> dict[int, int]:
 
 
 def segments(body: tuple[Step, ...], kernel_s: Callable[[Kernel], float],
-             overlap: bool) -> tuple[Segment, ...]:
-    """The body as segments; ``kernel_s`` gives each kernel's seconds."""
-    pairs = _pairs(body, "tp") if overlap else {}
+             overlap: bool, ep_overlap: bool = False) -> tuple[Segment, ...]:
+    """The body as segments; ``kernel_s`` gives each kernel's seconds. ``overlap``: the
+    sequence-parallel collectives run beside their GEMMs; ``ep_overlap``: so do the MoE
+    all-to-alls (Megatron-Core overlap_moe_expert_parallel_comm hides them behind another
+    micro-batch's compute; a GEMM of the same layer stands for that compute)."""
+    pairs = _pairs(body, "tp" if overlap else "", ep_overlap) if overlap or ep_overlap else {}
     paired = set(pairs.values())
     result: list[Segment] = []
     pending = 0.0

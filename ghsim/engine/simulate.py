@@ -324,7 +324,8 @@ def _simulate(scenario: Scenario) -> Result:
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
     overlap = spec.parallelism.tp_comm_overlap and spec.parallelism.sequence_parallel
-    timeline = Simulator(workload, gpu, planner, host, overlap, _kernel_issue(spec, workload)).run()
+    timeline = Simulator(workload, gpu, planner, host, overlap, _kernel_issue(spec, workload),
+                         spec.parallelism.moe_a2a_overlap).run()
     step = timeline.step_time_s
     parts, compute = breakdown(timeline)
     if spec.microbenchmark is not None:

@@ -132,7 +132,7 @@ class Simulator:
 
     def __init__(self, workload: Workload, gpu: GpuCostModel, planner: TrafficPlanner,
                  host: HostCostModel, tp_comm_overlap: bool = False,
-                 issue: KernelIssue | None = None) -> None:
+                 issue: KernelIssue | None = None, ep_overlap: bool = False) -> None:
         self.workload = workload
         self.gpu = gpu
         self.planner = planner
@@ -143,6 +143,7 @@ class Simulator:
         self.arrivals: dict[tuple[Any, ...], int] = {}
         self.arrival_s: dict[tuple[Any, ...], float] = {}
         self.tp_comm_overlap = tp_comm_overlap
+        self.ep_overlap = ep_overlap
         self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[Segment, ...]]] = {}
         self.issue = issue or KernelIssue()
         self.host_clock: dict[str, float] = {}
@@ -165,7 +166,8 @@ class Simulator:
                 if isinstance(step, Kernel):
                     category = _category(step)
                     parts[category] = parts.get(category, 0.0) + self.gpu.kernel_s(step)
-            self._bodies[key] = (parts, segments(body, self.gpu.kernel_s, self.tp_comm_overlap))
+            self._bodies[key] = (parts, segments(body, self.gpu.kernel_s, self.tp_comm_overlap,
+                                                 self.ep_overlap))
         return self._bodies[key]
 
     def _segments(self, timeline: ClassTimeline, parts: dict[str, float],

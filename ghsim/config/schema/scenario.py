@@ -170,6 +170,13 @@ class ParallelismSpec(Spec):
         "the network once per remote NVLink domain it is routed to and is forwarded to its "
         "experts there over NVLink (group-limited routing narrows the domains it can reach).",
     )
+    moe_a2a_overlap: bool = Field(
+        default=False, description="Hide the MoE dispatch and combine all-to-alls behind "
+        "compute (Megatron-Core overlap_moe_expert_parallel_comm, which interleaves one "
+        "micro-batch's forward with another's backward; DeepSeek's DualPipe): each runs beside "
+        "a GEMM of its layer, as tp_comm_overlap does, and is exposed only where it is longer. "
+        "Off by default, as in Megatron-LM.",
+    )
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
     recompute: Literal["none", "selective", "full"] = "none"
