@@ -293,7 +293,9 @@ def render_scenario(view: dict[str, Any], console: Console) -> None:
                   f"{training['micro_batch']}, global batch {training['global_batch']}, "
                   f"{training['precision']}, {training['attention']} attention")
     table.add_row("layout", f"tp {layout['tp']} x pp {layout['pp']} x cp {layout['cp']} x dp "
-                  f"{layout['dp']}" + (f", vp {layout['vp']}" if layout["vp"] > 1 else ""))
+                  f"{layout['dp']}" + (f", vp {layout['vp']}" if layout["vp"] > 1 else "")
+                  + (f"; experts ep {layout['ep']} x etp {layout['etp']} x edp {layout['edp']}"
+                     if layout.get("moe") else ""))
     table.add_row("options", f"sequence parallel {par['sequence_parallel']}, ZeRO "
                   f"{par['zero_stage']}, recompute {par['recompute']}, offload "
                   f"{view['offload']['strategy']}")
