@@ -135,7 +135,7 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "full recomputation redoes only half the forward pass",
              ("tests/test_workload.py",)),
     Sabotage("selective-recompute-dropped", "ghsim/workload/kernels.py",
-             "return [_as_recompute(k) for k in attention_core(s) if isinstance(k, Kernel)]",
+             "return [_as_recompute(k) for k in core if isinstance(k, Kernel)]",
              "return []", "selective recomputation recomputes nothing",
              ("tests/test_workload.py",)),
     # -- the schedule and the lowering ----------------------------------------------------------
