@@ -15,7 +15,7 @@ from ghsim.costmodel.gpu import gpu_cost_model
 from ghsim.engine.simulate import simulate
 from ghsim.fabric.traffic import _deduplicated
 from ghsim.workload.ir import Comm, Kernel
-from ghsim.workload.lower import lower
+from ghsim.workload.lower import _chunks, lower
 from ghsim.workload.summary import collective_bytes
 
 H, EXPERTS, TOP_K, EFFN, LAYERS = 1024, 16, 4, 512, 4
@@ -181,6 +181,10 @@ def test_expert_offload_keeps_the_experts_states_in_host_memory() -> None:
     assert states + moved == pytest.approx(
         everything.weights + everything.gradients + everything.optimizer, rel=1e-9)
     assert moved > 5 * states  # Qwen3-30B-A3B is 95 % experts
+    experts = sum(c.expert_params for c in _chunks(scenario, 0))
+    edp = scenario.layout.edp  # ZeRO 1: the experts' optimizer states shard over edp
+    assert host.optimizer == pytest.approx(experts / edp * 12, rel=1e-9)
+
 
 
 def test_expert_offload_streams_over_c2c_and_steps_the_experts_on_grace() -> None:

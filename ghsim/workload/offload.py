@@ -251,17 +251,25 @@ class ExpertOffload(ParamOffload):
     share of the experts kept in host memory."""
 
     def host_fraction(self, category: str) -> float:
-        return self._share * (self.spec.fraction if category != "optimizer" else 1.0)
+        return self._shares.get(category, 0.0) * (
+            self.spec.fraction if category != "optimizer" else 1.0)
 
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)
         if getattr(scenario.spec.model, "moe", None) is None:
             raise ConfigError(scenario.source, "offload.strategy",
                               "'experts' needs a model with experts (model.moe)")
-        self._share = 0.0
+        self._shares: dict[str, float] = {}
 
     def prepare(self, lw: StageLowering) -> None:
-        self._share = lw.expert_share
+        """The experts' share of each state category on this rank, after ZeRO sharded the
+        dense part over dp and the experts' over edp."""
+        params = sum(c.params for c in lw.chunks)
+        experts = sum(c.expert_params for c in lw.chunks)
+        for category, stage in (("weights", 3), ("gradients", 2), ("optimizer", 1)):
+            total = lw.sharded(params, stage)
+            mine = experts / (lw.layout.edp if lw.zero >= stage else 1)
+            self._shares[category] = mine / total if total else 0.0
 
     def _layer_params(self, lw: StageLowering, layers: int) -> float:
         # this layer's experts: the chunk's expert parameters spread over its layers (the

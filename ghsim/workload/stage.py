@@ -89,5 +89,8 @@ class StageLowering(Protocol):
     def zero(self) -> int:
         """The ZeRO stage in effect (0 without data parallelism)."""
 
+    def sharded(self, params: float, stage: int) -> float:
+        """Of ``params`` on this rank, what ZeRO ``stage`` or above leaves it."""
+
     def bucket_params(self, chunk: Chunk, layers: int, index: int, buckets: int) -> float:
         """Parameters of gradient bucket ``index`` of ``buckets`` in ``chunk``."""
