@@ -144,7 +144,7 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
 def _expert_layout(spec: ScenarioSpec, stage_ranks: int) -> tuple[int, int, int]:
     """ep, etp and edp under Megatron-Core's parallel folding: the ranks of a pipeline stage
     refold as etp x ep x edp (megatron/core/parallel_state.py, the expert RankGenerator)."""
-    par, moe = spec.parallelism, getattr(spec.model, "moe", None)
+    par, moe = spec.parallelism, spec.model.moe
     etp = par.etp if par.etp is not None else par.tp
     if moe is None:
         if par.ep > 1 or (par.etp is not None and par.etp != par.tp):

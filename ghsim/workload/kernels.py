@@ -148,14 +148,23 @@ def _mla_core(s: LayerShapes) -> list[Step]:
 
 
 def _attention_block(s: LayerShapes) -> list[Step]:
-    """Norm, QKV, attention and the output projection, up to the first residual add."""
-    if s.mla is not None:
-        return _mla_block(s)
-    t, h = s.tokens, s.hidden
-    sp = s.sequence_parallel
+    """Norm, QKV (or MLA's projections), attention and the output projection, with their
+    tensor-parallel communication, up to the first residual add."""
+    h, sp = s.hidden, s.sequence_parallel
     steps: list[Step] = [_eltwise("ln1", s.sp_tokens * h, s, klass="norm")]
     steps += _tp("ln1.all_gather", "all_gather", s) if sp else []
-    steps += _fp8_cast("qkv", t * h, s)
+    steps += _mla(s) if s.mla is not None else _qkv_attention(s)
+    steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
+        "proj.all_reduce", "all_reduce", s)
+    steps += [_eltwise("residual1", s.sp_tokens * h, s, reads=2),
+              _eltwise("ln2", s.sp_tokens * h, s, klass="norm")]
+    return steps
+
+
+def _qkv_attention(s: LayerShapes) -> list[Step]:
+    """MHA / GQA: the QKV projection, query/key norms, RoPE, attention, output projection."""
+    t, h = s.tokens, s.hidden
+    steps: list[Step] = _fp8_cast("qkv", t * h, s)
     steps += [_gemm("qkv", t, s.q_width + 2 * s.kv_width, h, s)]
     if s.qk_norm:  # Qwen3 / Megatron --qk-layernorm: normalized before RoPE
         steps += [_eltwise("q_norm", t * s.q_width, s, klass="norm"),
@@ -165,23 +174,6 @@ def _attention_block(s: LayerShapes) -> list[Step]:
     steps += attention_core(s)
     steps += _fp8_cast("proj", t * s.q_width, s)
     steps += [_gemm("proj", t, h, s.q_width, s)]
-    steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
-        "proj.all_reduce", "all_reduce", s)
-    steps += [_eltwise("residual1", s.sp_tokens * h, s, reads=2),
-              _eltwise("ln2", s.sp_tokens * h, s, klass="norm")]
-    return steps
-
-
-def _mla_block(s: LayerShapes) -> list[Step]:
-    """An MLA layer's attention half, with its tensor-parallel communication as for MHA."""
-    h, sp = s.hidden, s.sequence_parallel
-    steps: list[Step] = [_eltwise("ln1", s.sp_tokens * h, s, klass="norm")]
-    steps += _tp("ln1.all_gather", "all_gather", s) if sp else []
-    steps += _mla(s)
-    steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
-        "proj.all_reduce", "all_reduce", s)
-    steps += [_eltwise("residual1", s.sp_tokens * h, s, reads=2),
-              _eltwise("ln2", s.sp_tokens * h, s, klass="norm")]
     return steps
 
 

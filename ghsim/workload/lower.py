@@ -27,6 +27,7 @@ from ghsim.workload import kernels as K
 from ghsim.workload.activations import head_activation_bytes, layer_activation_bytes
 from ghsim.workload.ir import Kernel, RankClass, Step, Workload, check_dag
 from ghsim.workload.modelsize import (
+    ParamCount,
     attention_window,
     is_moe_layer,
     model_flops_per_token,
@@ -40,12 +41,11 @@ from ghsim.workload.stage import Chunk, OpBuilder
 from ghsim.workload.states import bytes_per_param, optimizer_step_bytes
 
 
-def _layer_params(scenario: Scenario, index: int) -> tuple[float, float]:
-    """Parameters of layer ``index`` on one rank: those split by tp, and the routed experts'
-    (split by ep x etp) of a MoE layer."""
+def _layer_params(scenario: Scenario, count: ParamCount, index: int) -> tuple[float, float]:
+    """Parameters of layer ``index`` on one rank (``count``: the model's): those split by tp,
+    and the routed experts' (split by ep x etp) of a MoE layer."""
     model, layout = scenario.spec.model, scenario.layout
-    count = parameter_count(model)
-    if getattr(model, "moe", None) is None or not is_moe_layer(model, index):
+    if model.moe is None or not is_moe_layer(model, index):
         return count.per_layer / layout.tp, 0.0
     dense = count.attention_per_layer + count.norms_per_layer + count.router_per_moe_layer \
         + count.shared_per_moe_layer
@@ -58,7 +58,7 @@ def _stage_layers(scenario: Scenario) -> list[int]:
     them lay the pipeline out (Megatron-Bridge's DeepSeek-V3 layout ``Et|(tt|)*30mL``: the
     last virtual stage holds only the MTP module and the loss)."""
     layout, model = scenario.layout, scenario.spec.model
-    mtp = getattr(model, "mtp_layers", 0)
+    mtp = model.mtp_layers
     per_stage = layers_per_virtual_stage(model.layers + mtp, layout.pp * layout.vp)
     for stage in range(len(per_stage) - 1, -1, -1):  # take the MTP modules off the end
         taken = min(mtp, per_stage[stage])
@@ -79,7 +79,7 @@ def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
     count = parameter_count(spec.model)
     total_virtual = layout.pp * layout.vp
     per_stage = _stage_layers(scenario)
-    moe = getattr(spec.model, "moe", None) is not None
+    moe = spec.model.moe is not None
     chunks = []
     for c in range(layout.vp):
         v = c * layout.pp + stage
@@ -97,7 +97,7 @@ def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
                                 (per_chunk * count.per_layer + outside) / layout.tp,
                                 windows=windows))
             continue
-        split = [_layer_params(scenario, i) for i in indices]
+        split = [_layer_params(scenario, count, i) for i in indices]
         experts = sum(e for _, e in split)
         params = sum(d for d, _ in split) + experts + outside / layout.tp
         kinds = tuple(is_moe_layer(spec.model, i) for i in indices)
@@ -201,7 +201,8 @@ class _StageLowering:
         self.per_layer_params = parameter_count(scenario.spec.model).per_layer / self.layout.tp
         kinds = [moe for c in self.chunks for moe in c.moe_layers]
         if kinds:  # MoE and dense layers differ: buckets and per-layer policies use the mean
-            sizes = [sum(_layer_params(scenario, i)) for c in self.chunks
+            count = parameter_count(scenario.spec.model)
+            sizes = [sum(_layer_params(scenario, count, i)) for c in self.chunks
                      for i in _layer_indices(scenario, c)]
             self.per_layer_params = sum(sizes) / len(sizes)
         params = sum(c.params for c in self.chunks)

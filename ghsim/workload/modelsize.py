@@ -184,21 +184,43 @@ def _mlp(model: ModelSpec, width: int) -> int:
     return params + LEARNED_ACTIVATION_PARAMS.get(model.activation_resolved, 0)
 
 
+@dataclass(frozen=True)
+class MlaDims:
+    """Multi-head latent attention's widths (``model.attention``, type mla)."""
+
+    q_lora: int | None
+    """Rank of the query down-projection; None: queries are projected directly."""
+    kv_lora: int
+    nope: int
+    rope: int
+    v: int
+
+
+def mla_dims(model: ModelSpec) -> MlaDims | None:
+    """The MLA widths of ``model``, None unless its attention is MLA (the keys are required
+    with mla, checked by AttentionSpec)."""
+    spec = model.attention
+    if model.attention_type != "mla" or spec is None:
+        return None
+    assert spec.kv_lora_rank is not None and spec.qk_nope_head_dim is not None
+    assert spec.qk_rope_head_dim is not None and spec.v_head_dim is not None
+    return MlaDims(spec.q_lora_rank, spec.kv_lora_rank, spec.qk_nope_head_dim,
+                   spec.qk_rope_head_dim, spec.v_head_dim)
+
+
 def _attention(model: ModelSpec, per_width: int) -> int:
     h, hd, heads = model.hidden, model.head_dim_resolved, model.heads
     spec = model.attention
-    if model.attention_type == "mla":
-        assert spec is not None and spec.kv_lora_rank is not None  # checked by AttentionSpec
-        assert spec.qk_nope_head_dim is not None and spec.qk_rope_head_dim is not None
-        assert spec.v_head_dim is not None
-        nope, rope, v = spec.qk_nope_head_dim, spec.qk_rope_head_dim, spec.v_head_dim
+    mla = mla_dims(model)
+    if mla is not None:
+        nope, rope, v = mla.nope, mla.rope, mla.v
         q_width = heads * (nope + rope)
-        if spec.q_lora_rank is None:
+        if mla.q_lora is None:
             attention = h * q_width
         else:  # down projection, its norm, up projection
-            attention = h * spec.q_lora_rank + per_width * spec.q_lora_rank
-            attention += spec.q_lora_rank * q_width
-        kv = spec.kv_lora_rank
+            attention = h * mla.q_lora + per_width * mla.q_lora
+            attention += mla.q_lora * q_width
+        kv = mla.kv_lora
         attention += h * (kv + rope) + per_width * kv + kv * heads * (nope + v)
         attention += heads * v * h
     else:
@@ -331,17 +353,14 @@ def megatron_flops_per_token(model: ModelSpec, seq_len: int) -> float:
         routed = moe.expert_ffn_hidden * moe.top_k
         shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or 0)
     mlp = 6 * h * c * (model.ffn_hidden * dense_layers + (routed + shared) * moe_layers)
-    spec = model.attention
-    if model.attention_type == "mla":
-        assert spec is not None and spec.kv_lora_rank is not None  # checked by AttentionSpec
-        assert spec.qk_nope_head_dim is not None and spec.qk_rope_head_dim is not None
-        assert spec.v_head_dim is not None
-        nope, rope, v = spec.qk_nope_head_dim, spec.qk_rope_head_dim, spec.v_head_dim
-        if spec.q_lora_rank is None:
+    mla = mla_dims(model)
+    if mla is not None:
+        nope, rope, v = mla.nope, mla.rope, mla.v
+        if mla.q_lora is None:
             q_term = h * heads * (nope + rope)
         else:
-            q_term = spec.q_lora_rank * (h + heads * (nope + rope) + 1)
-        kv_term = spec.kv_lora_rank * (h + heads * (nope + v) + 1) + h * rope
+            q_term = mla.q_lora * (h + heads * (nope + rope) + 1)
+        kv_term = mla.kv_lora * (h + heads * (nope + v) + 1) + h * rope
         projections = 6 * (q_term + kv_term + heads * v * h)
         core = 6 * (heads * (nope + rope) / 2 + heads * v / 2)
     else:

@@ -256,7 +256,7 @@ class ExpertOffload(ParamOffload):
 
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)
-        if getattr(scenario.spec.model, "moe", None) is None:
+        if scenario.spec.model.moe is None:
             raise ConfigError(scenario.source, "offload.strategy",
                               "'experts' needs a model with experts (model.moe)")
         self._shares: dict[str, float] = {}

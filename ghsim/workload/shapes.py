@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ghsim.config.layout import Layout
 from ghsim.config.schema import ScenarioSpec
+from ghsim.workload.modelsize import mla_dims
 
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
 """Bytes per activation element: FP8 recipes keep activations and communication in BF16."""
@@ -40,7 +41,7 @@ class MoeShapes:
 
 def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
     """The MoE sizes of ``spec`` under ``layout``; None for a dense model."""
-    moe = getattr(spec.model, "moe", None)
+    moe = spec.model.moe
     if moe is None:
         return None
     imbalance = moe.imbalance if moe.routing == "measured" and moe.imbalance else 1.0
@@ -74,14 +75,11 @@ class MlaShapes:
 
 
 def mla_shapes(spec: ScenarioSpec, layout: Layout) -> MlaShapes | None:
-    attention = getattr(spec.model, "attention", None)
-    if attention is None or attention.type != "mla":
+    dims = mla_dims(spec.model)
+    if dims is None:
         return None
-    assert attention.kv_lora_rank and attention.qk_nope_head_dim
-    assert attention.qk_rope_head_dim and attention.v_head_dim
-    return MlaShapes(q_lora=attention.q_lora_rank or 0, kv_lora=attention.kv_lora_rank,
-                     nope=attention.qk_nope_head_dim, rope=attention.qk_rope_head_dim,
-                     v=attention.v_head_dim, heads=spec.model.heads // layout.tp)
+    return MlaShapes(q_lora=dims.q_lora or 0, kv_lora=dims.kv_lora, nope=dims.nope,
+                     rope=dims.rope, v=dims.v, heads=spec.model.heads // layout.tp)
 
 
 @dataclass(frozen=True)
