@@ -206,14 +206,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Simulate one training step."""
     from rich.console import Console
 
-    from ghsim.config import load_scenario
+    from ghsim.config import ServingScenario, load_any_scenario
     from ghsim.engine.result import does_not_fit_line
     from ghsim.engine.simulate import simulate
     from ghsim.outputs import output_folder, refuse_inputs
     from ghsim.report import console as render
     from ghsim.report.chakra import export_chakra
 
-    scenario = load_scenario(args.scenario, args.overrides)
+    loaded = load_any_scenario(args.scenario, args.overrides)
+    if isinstance(loaded, ServingScenario):
+        return _run_serving(loaded, args)
+    scenario = loaded
     directory = Path(args.output) if args.output is not None else None
     if directory is not None:  # checked before the simulation, so a mistake costs no time
         written = [directory / f for f in ("result.json", "trace.json", "report.html",
@@ -240,21 +243,65 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_serving(scenario: Any, args: argparse.Namespace) -> int:
+    """``ghsim run`` on a serving scenario: result.json and trace.json with ``-o``."""
+    from rich.console import Console
+
+    from ghsim.outputs import output_folder, refuse_inputs, write_text
+    from ghsim.report.serving import render_serving, serving_trace
+    from ghsim.serving import simulate_serving
+
+    if args.chakra is not None:
+        raise InputError("--chakra", "", "exports a training step's execution trace; a serving "
+                         "scenario has none")
+    directory = Path(args.output) if args.output is not None else None
+    if directory is not None:
+        refuse_inputs([directory / "result.json", directory / "trace.json"],
+                      [Path(scenario.source)])
+        output_folder(directory, create=False)
+    result = simulate_serving(scenario)
+    data = result.to_dict()
+    if directory is not None:
+        try:
+            output_folder(directory)
+            write_text(directory / "result.json",
+                       dumps_strict(data, str(directory), indent=2) + "\n")
+            if result.run is not None:
+                trace = serving_trace(result.run, scenario.spec.inference.timeline_iterations)
+                write_text(directory / "trace.json",
+                           dumps_strict(trace, str(directory / "trace.json")))
+        except OSError as error:
+            raise InputError(str(directory), "", f"cannot write outputs: "
+                             f"{error.strerror}") from None
+    if args.json:
+        _print_json(data)
+    else:
+        render_serving(data, scenario.name, Console())
+    if not data["memory"]["fits"]:
+        sys.stderr.write(f"ghsim: warning: {data['warnings'][0]}\n")
+    return 0
+
+
 def _validation_report(points: str | Path) -> dict[str, Any]:
     """``ghsim validate --json`` of one file: every point's outcome, then the summary; a
     progress bar on standard error when it is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from ghsim.engine.validation import summarize, validate_file
+    from ghsim.config.yamlio import read_mapping
+    from ghsim.engine.validation import summarize, validate_file, validate_inference_file
 
+    serving = read_mapping(Path(points)).get("kind") == "inference_points" if Path(
+        points).is_file() else False
+    run = validate_inference_file if serving else validate_file
     console = Console(stderr=True)
     with Progress(BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
                   disable=not console.is_terminal, transient=True) as progress:
         task = progress.add_task("validate", total=None)
-        results = validate_file(
-            points, lambda done, total: progress.update(task, completed=done, total=total))
-    return {"points": [asdict(o) for o in results], **summarize(results)}
+        results = run(points, lambda done, total: progress.update(task, completed=done,
+                                                                    total=total))
+    return {"kind": "inference_points" if serving else "validation_points",
+            "points": [asdict(o) for o in results], **summarize(results)}
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -264,7 +311,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     from ghsim.config.search import display, find_path, shipped_files
     from ghsim.config.yamlio import read_mapping
-    from ghsim.report import console as render
 
     console = Console()
     if not args.all:
@@ -272,22 +318,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(report)
         else:
-            render.render_validation(report["points"], report, console)
+            _render_validation(report, console)
         return 0
     reports: dict[str, dict[str, Any]] = {}
     for path in shipped_files("validation_points"):
         kind = read_mapping(path).get("kind")
-        if kind != "validation_points":
-            sys.stderr.write(f"ghsim: validate --all: skipping {path.stem}: kind {kind!r} is not "
-                             "the validation_points schema, which it cannot load yet\n")
+        if kind not in ("validation_points", "inference_points"):
+            sys.stderr.write(f"ghsim: validate --all: skipping {path.stem}: kind {kind!r} is "
+                             "neither validation_points nor inference_points\n")
             continue
         reports[path.stem] = report = _validation_report(path)
         if not args.json:
             console.print(f"[bold]{path.stem}[/] ({display(path)})")
-            render.render_validation(report["points"], report, console)
+            _render_validation(report, console)
     if args.json:
         _print_json(reports)
     return 0
+
+
+def _render_validation(report: dict[str, Any], console: Any) -> None:
+    from ghsim.report import console as render
+
+    if report["kind"] == "inference_points":
+        from ghsim.report.serving import render_serving_validation
+
+        render_serving_validation(report["points"], report, console)
+    else:
+        render.render_validation(report["points"], report, console)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

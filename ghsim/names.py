@@ -9,5 +9,6 @@ from __future__ import annotations
 TRACE_FORMATS = ("auto", "kineto", "pytorch-et", "chakra", "chakra-json", "nsys")
 """``ghsim import --format``: ``auto`` and the readers of ``ghsim.importers.cli_import``."""
 
-SCHEMA_KINDS = ("hardware", "system", "model", "scenario", "validation_points", "sweep")
+SCHEMA_KINDS = ("hardware", "system", "model", "scenario", "validation_points", "sweep",
+                "inference_points")
 """``ghsim schema KIND``: the kinds of ``ghsim.config.schema_export``."""

@@ -2,6 +2,7 @@
 
 from ghsim.config.api import (
     Scenario,
+    load_any_scenario,
     load_file,
     load_hardware,
     load_model,
@@ -9,12 +10,16 @@ from ghsim.config.api import (
     load_system,
     load_validation_points,
     scenario_from_spec,
+    serving_scenario_from_spec,
 )
 from ghsim.config.layout import Layout
+from ghsim.config.serving_layout import ServingScenario
 
 __all__ = [
     "Layout",
     "Scenario",
+    "ServingScenario",
+    "load_any_scenario",
     "load_file",
     "load_hardware",
     "load_model",
@@ -22,4 +27,5 @@ __all__ = [
     "load_system",
     "load_validation_points",
     "scenario_from_spec",
+    "serving_scenario_from_spec",
 ]

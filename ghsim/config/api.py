@@ -17,10 +17,12 @@ from ghsim.config.schema import (
     ModelSpec,
     ParallelismSpec,
     ScenarioSpec,
+    ServingScenarioSpec,
     SystemSpec,
     ValidationPointsSpec,
 )
 from ghsim.config.search import display, locate_any, not_found_any_message
+from ghsim.config.serving_layout import ServingScenario, derive_serving_layout
 from ghsim.errors import ConfigError, InputError, LayoutError
 
 SpecT = TypeVar("SpecT", bound=DocumentSpec)
@@ -97,12 +99,35 @@ def scenario_from_spec(
     return Scenario(resolved, layout, source, tuple(overrides))
 
 
-def load_scenario(reference: str | Path, overrides: Sequence[str] = ()) -> Scenario:
-    """Load a ``kind: scenario`` file by name or path, apply ``KEY.PATH=VALUE`` overrides,
-    validate it and derive its parallel layout."""
+def serving_scenario_from_spec(spec: ServingScenarioSpec, source: str,
+                               overrides: Sequence[str] = ()) -> ServingScenario:
+    """Derive the layout of a validated serving spec; raises :class:`LayoutError`."""
+    try:
+        layout = derive_serving_layout(spec)
+    except LayoutProblem as problem:
+        raise blame(problem, source, overrides) from None
+    return ServingScenario(spec, layout, source, tuple(overrides))
+
+
+def load_any_scenario(reference: str | Path,
+                      overrides: Sequence[str] = ()) -> Scenario | ServingScenario:
+    """Load a ``kind: scenario`` file of either form: a training step (``training:``) or a
+    served model (``inference:``)."""
     spec, path = load_tree(reference, "scenario", overrides)
+    if isinstance(spec, ServingScenarioSpec):
+        return serving_scenario_from_spec(spec, display(path), overrides)
     assert isinstance(spec, ScenarioSpec)
     return scenario_from_spec(spec, display(path), overrides)
+
+
+def load_scenario(reference: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Load a training scenario (``training:``); a serving scenario is an error here (use
+    :func:`load_any_scenario`)."""
+    scenario = load_any_scenario(reference, overrides)
+    if isinstance(scenario, ServingScenario):
+        raise ConfigError(scenario.source, "inference", "is a serving scenario: expected one "
+                          "with training: here (ghsim run takes either)")
+    return scenario
 
 
 def load_file(reference: str | Path, overrides: Sequence[str] = ()) -> DocumentSpec:

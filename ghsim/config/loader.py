@@ -17,7 +17,13 @@ from pydantic import BaseModel, ValidationError
 from ghsim.config.cursor import KeyPath, Slot, child, format_path, slot_at
 from ghsim.config.diagnose import describe, show_value
 from ghsim.config.overrides import Override, container_at, parse_override
-from ghsim.config.schema import SCHEMA_VERSION, SPEC_BY_KIND, DocumentSpec, Spec
+from ghsim.config.schema import (
+    SCHEMA_VERSION,
+    SPEC_BY_KIND,
+    DocumentSpec,
+    Spec,
+    spec_for_document,
+)
 from ghsim.config.search import (
     display,
     find_named,
@@ -29,7 +35,8 @@ from ghsim.config.sources import dangling_sources
 from ghsim.config.yamlio import ensure_mapping, read_mapping
 from ghsim.errors import ConfigError, InputError, OverrideError
 
-_ALL_KINDS = ("hardware", "system", "model", "scenario", "sweep", "validation_points")
+_ALL_KINDS = ("hardware", "system", "model", "scenario", "sweep", "validation_points",
+              "inference_points")
 
 
 def read_document(path: Path, expected_kind: str | None) -> dict[str, Any]:
@@ -254,7 +261,7 @@ def load_tree(
     else:
         path = Path(reference)
     document = read_document(path, kind)
-    spec_cls = SPEC_BY_KIND.get(document["kind"])
+    spec_cls = spec_for_document(document["kind"], document)
     if spec_cls is None:
         message = f"ghsim cannot load {document['kind']!r} files yet"
         raise ConfigError(display(path), "kind", message)

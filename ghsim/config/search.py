@@ -20,6 +20,7 @@ KIND_DIRS: dict[str, tuple[str, ...]] = {
     "scenario": ("configs", "scenarios"),
     "sweep": ("configs", "sweeps"),
     "validation_points": ("validation",),
+    "inference_points": ("validation",),
 }
 _SUFFIXES = (".yaml", ".yml")
 

@@ -13,6 +13,12 @@ from ghsim.config.schema.scenario import (
     ScenarioSpec,
     TrainingSpec,
 )
+from ghsim.config.schema.serving import (
+    InferencePointSpec,
+    InferencePointsSpec,
+    InferenceSpec,
+    ServingScenarioSpec,
+)
 from ghsim.config.schema.sweep import SweepSpec
 from ghsim.config.schema.system import FabricSpec, NodeSpec, SystemSpec
 from ghsim.config.schema.validation import ValidationPointSpec, ValidationPointsSpec
@@ -24,8 +30,17 @@ SPEC_BY_KIND: dict[str, type[DocumentSpec]] = {
     "scenario": ScenarioSpec,
     "validation_points": ValidationPointsSpec,
     "sweep": SweepSpec,
+    "inference_points": InferencePointsSpec,
 }
 """Kinds whose files ghsim loads, keyed by the YAML ``kind``. Later kinds register here."""
+
+
+def spec_for_document(kind: str, document: dict[str, object]) -> type[DocumentSpec] | None:
+    """The spec class of a document: a scenario with an ``inference:`` block (and no
+    ``training:``) is a serving scenario."""
+    if kind == "scenario" and "inference" in document and "training" not in document:
+        return ServingScenarioSpec
+    return SPEC_BY_KIND.get(kind)
 
 
 def spec_for_kind(kind: str) -> type[BaseModel] | None:
@@ -41,6 +56,9 @@ __all__ = [
     "FabricSpec",
     "GpuSpec",
     "HardwareSpec",
+    "InferencePointSpec",
+    "InferencePointsSpec",
+    "InferenceSpec",
     "MemorySpec",
     "ModelSpec",
     "NicSpec",
@@ -48,11 +66,13 @@ __all__ = [
     "OffloadSpec",
     "ParallelismSpec",
     "ScenarioSpec",
+    "ServingScenarioSpec",
     "Spec",
     "SweepSpec",
     "SystemSpec",
     "TrainingSpec",
     "ValidationPointSpec",
     "ValidationPointsSpec",
+    "spec_for_document",
     "spec_for_kind",
 ]

@@ -11,7 +11,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
-Kind = Literal["hardware", "system", "model", "scenario", "sweep", "validation_points"]
+Kind = Literal["hardware", "system", "model", "scenario", "sweep", "validation_points",
+               "inference_points"]
 
 
 class Spec(BaseModel):

@@ -201,6 +201,12 @@ class GpuComputeSpec(Spec):
         description="Measured fraction of the dense peak fused (flash) attention reaches, "
         "forward and backward together, per dtype.",
     )
+    gemm_min_tile_m: PositiveInt | None = Field(
+        default=None, description="Serving: the smallest M a tensor-core GEMM tile covers "
+        "(Hopper's warpgroup MMA is m64nNk16): a GEMM of fewer rows (decode's few tokens) "
+        "still costs that many rows of tensor-core work, spread over the SMs by split-K. "
+        "Needed by serving scenarios.",
+    )
     gemm_tile: list[PositiveInt] | None = Field(
         default=None, min_length=2, max_length=2,
         description="Output tile (rows, columns) one SM computes at a time; GEMMs run in waves "
@@ -550,6 +556,16 @@ class CpuComputeSpec(Spec):
         "inside an op that launches several (Transformer Engine's grouped GEMM on Hopper loops "
         "over the experts, one cuBLAS GEMM each): the driver's launch without the Python "
         "module call. Absent: such launches are free on the host.",
+    )
+    serving_step_us: float | None = Field(
+        default=None, ge=0.0, description="Serving: host time per engine iteration outside "
+        "the GPU's work (scheduling the batch, collecting the sampled tokens), serialised "
+        "with the GPU unless the engine overlaps it (inference.overlap_host). Needed by "
+        "serving scenarios that do not give inference.host_step_us.",
+    )
+    serving_request_us: float | None = Field(
+        default=None, ge=0.0, description="Serving: host time per running request per "
+        "iteration (its bookkeeping, detokenisation and streaming of the new token).",
     )
 
     def peak_flops(self, dtype: Literal["fp64", "fp32"]) -> float:

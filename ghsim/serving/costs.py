@@ -1,0 +1,345 @@
+"""The cost of one serving iteration on one replica: pure functions of the batch it runs.
+
+An iteration (one forward pass of the engine) processes the prompt tokens of the requests being
+prefilled and one token of every decoding sequence. Per layer on each of the replica's tp GPUs:
+
+* the linear layers are GEMMs with M = every token of the iteration: a roofline of their FLOPs
+  at the GPU's measured GEMM efficiency (M padded to the tensor core's instruction tile, the SMs
+  filled by split-K / stream-K as cuBLASLt and TensorRT-LLM do for small M, or the training wave
+  model where that is better) against their bytes, the weights above all, at HBM's STREAM rate;
+  decode is weight-streaming, prefill compute-bound, as the hardware makes them;
+* MoE layers read only the experts their tokens are routed to: of ``E`` experts with top-k
+  routing, ``M`` tokens touch ``E (1 - (1 - k/E)^M)`` of them (balanced routing), each a GEMM
+  of ``M k / E`` rows;
+* attention: prefill as fused causal attention (its FLOPs at the measured attention efficiency);
+  decode as reading each sequence's KV cache at the HBM rate, or, for blocks offloaded to host
+  memory, over NVLink-C2C / PCIe at the measured GPU-reads-host rate (``in_place``) or by copy
+  engines ahead of use (``reload``, overlapped with the iteration);
+* norms, activations and the KV-cache write are memory-bound kernels; every kernel costs the
+  GPU's launch gap; the two tensor-parallel all-reduces of each layer are NCCL's, laid on the
+  replica's NVLink by the fabric model.
+
+The host's time per iteration (scheduling, sampling bookkeeping, detokenisation, streaming) adds
+to the GPU's unless the engine overlaps it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ghsim.config.schema import ServingScenarioSpec
+from ghsim.config.serving_layout import ServingScenario
+from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model
+from ghsim.errors import ConfigError
+from ghsim.fabric.sharing import makespan_s
+from ghsim.fabric.traffic import TrafficPlanner, traffic_planner
+from ghsim.serving.memory import DTYPE_BYTES, ReplicaShape, replica_shape
+from ghsim.workload.ir import RankClass
+from ghsim.workload.placement import place_groups
+from ghsim.workload.summary import wire_bytes
+
+PARTS = ("gemm", "weights", "attention", "kv_read", "kv_host", "elementwise",
+         "communication", "launch", "cpu")
+"""Where an iteration's time goes: compute-bound GEMMs, weight-streaming (memory-bound) GEMMs,
+prefill attention, decode KV reads from HBM, KV reads from host memory beyond what HBM's take,
+memory-bound kernels, tensor-parallel all-reduces, launch gaps, and exposed host time."""
+
+RESOURCE_OF = {"gemm": "compute", "attention": "compute", "weights": "hbm_bandwidth",
+               "kv_read": "hbm_bandwidth", "elementwise": "hbm_bandwidth",
+               "communication": "nvlink", "launch": "kernel_launch", "cpu": "cpu"}
+"""The hardware resource each part of the time is bound by (kv_host: the host link)."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one iteration processes on a replica."""
+
+    prefill_tokens: int = 0
+    """Prompt tokens prefilled (every chunk of the iteration)."""
+    prefill_pairs: float = 0.0
+    """Causal (query, key) pairs of the prefilled chunks: sum of c (p + (c + 1) / 2) for a
+    chunk of c tokens after p already in the cache."""
+    prefill_past_tokens: int = 0
+    """Cached tokens the prefilled chunks attend to (chunked prefill)."""
+    logits_rows: int = 0
+    """Sequences that produce a token: every decoding one and each prompt finished now."""
+    decode_seqs: int = 0
+    """Sequences (beams) decoding one token."""
+    decode_ctx_hbm: float = 0.0
+    """Cached tokens the decoding sequences read from HBM."""
+    decode_ctx_host: float = 0.0
+    """Cached tokens they read from host memory (offloaded KV)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_seqs
+
+
+@dataclass
+class IterationCost:
+    """Seconds of one iteration, by part (:data:`PARTS`)."""
+
+    parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.parts.values())
+
+    def add(self, part: str, seconds: float) -> None:
+        self.parts[part] += seconds
+
+
+@dataclass(frozen=True)
+class HostRates:
+    """How fast a GPU reaches offloaded KV in its host's memory."""
+
+    read_bytes_per_s: float
+    """The GPU reading host memory in place (ATS over C2C, or zero-copy over PCIe)."""
+    copy_bytes_per_s: float
+    """Copy-engine host-to-device copies."""
+    link: str
+    """``c2c`` or ``pcie``."""
+
+
+class IterationModel:
+    """Costs iterations of one replica of a serving scenario (GEMM parts memoised by M)."""
+
+    def __init__(self, scenario: ServingScenario) -> None:
+        spec = scenario.spec
+        self.spec: ServingScenarioSpec = spec
+        self.shape: ReplicaShape = replica_shape(spec)
+        part = spec.system.node.gpu
+        self.gpu: GpuCostModel = gpu_cost_model(part, spec.system.node.gpu_clock_ghz)
+        gpu = part.gpu
+        assert gpu is not None
+        mma_m = gpu.compute.gemm_min_tile_m
+        if mma_m is None:
+            raise ConfigError(part.name, "gpu.compute.gemm_min_tile_m",
+                              "is needed to cost the small-M GEMMs of decode (with a source)")
+        self.mma_m: int = mma_m
+        inference = spec.inference
+        self.wdtype = inference.precision
+        self.wbytes = DTYPE_BYTES[inference.precision]
+        self.kv_layer_bytes = (2.0 * self.shape.kv_heads * self.shape.head_dim
+                               * DTYPE_BYTES[inference.kv_dtype])
+        """K and V of one token in one layer on this GPU."""
+        self.offload = inference.kv_offload.policy
+        self.host = self._host_rates(spec)
+        cpu = spec.system.node.cpu.cpu
+        assert cpu is not None
+        step_us = inference.host_step_us
+        request_us = inference.host_request_us
+        if step_us is None:
+            step_us = cpu.compute.serving_step_us
+        if request_us is None:
+            request_us = cpu.compute.serving_request_us
+        if step_us is None or request_us is None:
+            missing = "serving_step_us" if step_us is None else "serving_request_us"
+            raise ConfigError(spec.system.node.cpu.name, f"cpu.compute.{missing}",
+                              "is needed to cost the serving engine's host time (with a "
+                              "source), or give inference.host_step_us / host_request_us")
+        self.host_step_s = step_us * 1e-6
+        self.host_request_s = request_us * 1e-6
+        self.overlap_host = inference.overlap_host
+        self.planner: TrafficPlanner | None = None
+        self.rank_class: RankClass | None = None
+        if self.shape.tp > 1:
+            layout = scenario.layout
+            self.planner = traffic_planner(spec.system, layout)
+            self.rank_class = RankClass("replica", 0, 1, [], [], place_groups(layout, 0), 0)
+        self._layers_memo: dict[int, IterationCost] = {}
+        self._head_memo: dict[int, IterationCost] = {}
+        self._allreduce_memo: dict[float, float] = {}
+
+    # -- rates ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _host_rates(spec: ServingScenarioSpec) -> HostRates | None:
+        if spec.inference.kv_offload.policy == "none":
+            return None
+        part = spec.system.node.gpu
+        assert part.gpu is not None
+        link = part.gpu.host_link
+        read = link.rate_bytes_per_s("gpu_read_host")
+        copy = link.rate_bytes_per_s("h2d_copy")
+        if read is None or copy is None:
+            key = "gpu_read_host_efficiency" if read is None else "h2d_copy_efficiency"
+            raise ConfigError(part.name, f"gpu.host_link.{key}",
+                              "is needed to cost KV cache offload (with a source)")
+        return HostRates(read, copy, link.type)
+
+    # -- kernels -------------------------------------------------------------------------------
+
+    def gemm_s(self, m: float, n: int, k: int, dtype: str, weight_bytes: float,
+               groups: int = 1) -> tuple[float, bool]:
+        """Seconds of ``groups`` GEMMs of ``m x n x k`` (``m`` may be fractional: the mean rows
+        an expert gets) and whether compute bounds them; ``weight_bytes`` is the B operand."""
+        if m <= 0:
+            return 0.0, False
+        flops = 2.0 * m * n * k * groups
+        act = DTYPE_BYTES.get(dtype, 2)
+        nbytes = weight_bytes + groups * m * (k * act + n * 2)
+        rows = max(1, math.ceil(m))
+        padded = rows / (math.ceil(rows / self.mma_m) * self.mma_m)
+        split_k = padded * self.gpu.k_factor(k, dtype) / self.gpu.k_factor(
+            self.gpu._reference(dtype)[2], dtype)
+        shape = max(min(1.0, split_k),
+                    self.gpu.shape_efficiency(rows, n, k, dtype, groups))
+        peak = self.gpu._lookup(self.gpu.peak_flops, dtype, "flops_per_clock_per_sm")
+        efficiency = self.gpu._lookup(self.gpu.gemm_efficiency, dtype, "gemm_efficiency")
+        compute = flops / (peak * efficiency * shape)
+        memory = nbytes / self.gpu.hbm_bytes_per_s
+        return max(compute, memory), compute >= memory
+
+    def _gemm(self, cost: IterationCost, m: float, n: int, k: int, dtype: str,
+              groups: int = 1, weights: float | None = None) -> None:
+        wbytes = DTYPE_BYTES.get(dtype, 2)
+        seconds, compute_bound = self.gemm_s(
+            m, n, k, dtype, weights if weights is not None else n * k * wbytes * groups, groups)
+        if seconds:
+            cost.add("gemm" if compute_bound else "weights", seconds)
+            cost.add("launch", self.gpu.launch_s)
+
+    def _memory_kernel(self, cost: IterationCost, nbytes: float) -> None:
+        if nbytes > 0:
+            cost.add("elementwise", nbytes / self.gpu.elementwise_bytes_per_s)
+            cost.add("launch", self.gpu.launch_s)
+
+    def allreduce_s(self, message_bytes: float) -> float:
+        """One tensor-parallel all-reduce of ``message_bytes`` on the replica's GPUs."""
+        if self.planner is None or self.rank_class is None or message_bytes <= 0:
+            return 0.0
+        if message_bytes not in self._allreduce_memo:
+            group = self.rank_class.groups["tp"]
+            wire = wire_bytes("all_reduce", message_bytes, group.size)
+            plan = self.planner.collective(self.rank_class, group, "all_reduce", wire)
+            self._allreduce_memo[message_bytes] = plan.latency_s + makespan_s(
+                plan.flows(wire), self.planner.capacity)
+        return self._allreduce_memo[message_bytes]
+
+    # -- the parts that depend on M only -------------------------------------------------------
+
+    def layers_cost(self, m: int) -> IterationCost:
+        """Every layer's GEMMs, memory-bound kernels and all-reduces for ``m`` tokens."""
+        if m not in self._layers_memo:
+            self._layers_memo[m] = self._layers(m)
+        return self._layers_memo[m]
+
+    def _layers(self, m: int) -> IterationCost:
+        s, dtype = self.shape, self.wdtype
+        cost = IterationCost()
+        if m <= 0:
+            return cost
+        h, hd = s.hidden, s.head_dim
+        q, kv = s.heads * hd, s.kv_heads * hd
+        dense_layers = s.layers - s.moe_layers
+        one = IterationCost()
+        self._gemm(one, m, q + 2 * kv, h, dtype)
+        self._gemm(one, m, h, q, dtype)
+        self._memory_kernel(one, m * h * 2.0 * 2 * 2)  # two norms: read and write h
+        self._memory_kernel(one, m * self.kv_layer_bytes)  # rotary and the KV-cache write
+        allreduce = 2 * self.allreduce_s(m * h * 2.0)
+        one.add("communication", allreduce)
+        _scale_into(cost, one, s.layers)
+        if dense_layers:
+            mlp = IterationCost()
+            self._mlp(mlp, m, s.ffn)
+            _scale_into(cost, mlp, dense_layers)
+        if s.moe_layers:
+            moe = IterationCost()
+            self._moe(moe, m)
+            _scale_into(cost, moe, s.moe_layers)
+        return cost
+
+    def _mlp(self, cost: IterationCost, m: float, width: int, groups: int = 1,
+             weight_groups: float | None = None) -> None:
+        """An MLP of ``width`` on this GPU (``groups`` experts sharing a grouped GEMM, of
+        which ``weight_groups`` are read)."""
+        s, dtype = self.shape, self.wdtype
+        up = (s.mlp_matrices - 1) * width
+        read = weight_groups if weight_groups is not None else groups
+        self._gemm(cost, m, up, s.hidden, dtype, groups, up * s.hidden * self.wbytes * read)
+        self._memory_kernel(cost, m * groups * width * 2.0 * (s.mlp_matrices))  # activation
+        self._gemm(cost, m, s.hidden, width, dtype, groups, width * s.hidden * self.wbytes * read)
+
+    def _moe(self, cost: IterationCost, m: int) -> None:
+        s = self.shape
+        self._gemm(cost, m, s.experts, s.hidden, "bf16")  # the router, in 16 bits
+        self._memory_kernel(cost, m * s.hidden * 2.0 * 2 * s.top_k / max(1, s.experts)
+                            * s.local_experts)  # permute and unpermute the routed copies
+        rows = m * s.top_k / s.experts
+        touched = s.local_experts * (1.0 - (1.0 - s.top_k / s.experts) ** m)
+        self._mlp(cost, rows, s.expert_ffn, s.local_experts, touched)
+        if s.shared_ffn:
+            self._mlp(cost, m, s.shared_ffn)
+
+    def head_cost(self, rows: int) -> IterationCost:
+        """The final norm, the lm_head (16-bit) and sampling for ``rows`` sequences."""
+        if rows not in self._head_memo:
+            s = self.shape
+            cost = IterationCost()
+            if rows > 0:
+                vocab = s.vocab // s.tp
+                self._memory_kernel(cost, rows * s.hidden * 2.0 * 2)
+                self._gemm(cost, rows, vocab, s.hidden, "bf16")
+                cost.add("communication", self._allgather_s(rows * vocab * 4.0))
+                self._memory_kernel(cost, rows * s.vocab * 4.0)  # sampling reads the logits
+            self._head_memo[rows] = cost
+        return self._head_memo[rows]
+
+    def _allgather_s(self, shard_bytes: float) -> float:
+        """The logits' all-gather over tp, costed as an all-reduce of the same wire bytes."""
+        if self.shape.tp <= 1:
+            return 0.0
+        n = self.shape.tp
+        return self.allreduce_s(shard_bytes * n / 2.0)
+
+    # -- one iteration -------------------------------------------------------------------------
+
+    def iteration(self, batch: Batch, running: int) -> IterationCost:
+        """The cost of ``batch`` with ``running`` requests in the batch (host bookkeeping)."""
+        cost = IterationCost()
+        _scale_into(cost, self.layers_cost(batch.tokens), 1)
+        _scale_into(cost, self.head_cost(batch.logits_rows), 1)
+        self._attention(cost, batch)
+        gpu_s = cost.total_s
+        reload_s = 0.0
+        if self.offload == "reload" and batch.decode_ctx_host > 0 and self.host is not None:
+            reload_s = (batch.decode_ctx_host * self.kv_layer_bytes * self.shape.layers
+                        / self.host.copy_bytes_per_s)
+            cost.add("kv_host", max(0.0, reload_s - gpu_s))
+            gpu_s = max(gpu_s, reload_s)
+        host_s = self.host_step_s + self.host_request_s * running
+        cost.add("cpu", max(0.0, host_s - gpu_s) if self.overlap_host else host_s)
+        return cost
+
+    def _attention(self, cost: IterationCost, batch: Batch) -> None:
+        s, gpu = self.shape, self.gpu
+        layers = s.layers
+        peak = gpu._lookup(gpu.peak_flops, "bf16", "flops_per_clock_per_sm")
+        efficiency = gpu._lookup(gpu.attention_efficiency, "bf16", "attention_efficiency")
+        width = s.heads * s.head_dim
+        if batch.prefill_tokens:
+            flops = 4.0 * width * batch.prefill_pairs
+            nbytes = (batch.prefill_tokens * (width + 2 * s.kv_heads * s.head_dim) * 2.0
+                      + batch.prefill_past_tokens * self.kv_layer_bytes)
+            seconds = max(flops / (peak * efficiency), nbytes / gpu.hbm_bytes_per_s)
+            cost.add("attention", layers * seconds)
+            cost.add("launch", layers * gpu.launch_s)
+        if batch.decode_seqs:
+            ctx = batch.decode_ctx_hbm + batch.decode_ctx_host
+            flops = 4.0 * width * ctx
+            hbm = (batch.decode_ctx_hbm * self.kv_layer_bytes
+                   + batch.decode_seqs * width * 2.0 * 2)
+            seconds = max(flops / (peak * efficiency), hbm / gpu.hbm_bytes_per_s)
+            cost.add("kv_read", layers * seconds)
+            if self.offload == "in_place" and batch.decode_ctx_host and self.host is not None:
+                host = batch.decode_ctx_host * self.kv_layer_bytes / self.host.read_bytes_per_s
+                cost.add("kv_host", layers * max(0.0, host - seconds))
+            cost.add("launch", layers * gpu.launch_s)
+
+
+def _scale_into(target: IterationCost, part: IterationCost, times: float) -> None:
+    for key, value in part.parts.items():
+        target.parts[key] += value * times

@@ -1,0 +1,344 @@
+"""The request-level discrete-event simulation of one serving replica, on simpy.
+
+Requests arrive (all at once, as a Poisson process, or from a fixed number of clients that each
+send the next request when the last one ends), wait in a FIFO queue, and join the running batch
+when the scheduler admits them: TensorRT-LLM's in-flight batching with the GUARANTEED_NO_EVICT
+capacity scheduler admits a request when the batch has room (``max_batch_size``) and KV blocks
+for its whole prompt and output are free (in HBM first, then, with KV offload, in host memory);
+each iteration then schedules every decoding sequence's token and as many prompt tokens as the
+token budget (``max_num_tokens``) leaves, a prompt whole or, with chunked prefill, in chunks.
+Static batching forms a batch only when the last one has ended and decodes it until its
+longest request is done. Each iteration lasts what :class:`IterationModel` costs it; a request's
+first token comes at the end of the iteration that finishes its prompt, its others one per
+iteration after.
+
+The decoding sequences are kept as sums (their count, their context, the share of it in host
+memory) and a heap of finishing iterations, so an iteration costs O(log n), not O(batch).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import simpy
+
+from ghsim.serving.costs import PARTS, Batch, IterationModel
+from ghsim.serving.memory import blocks_for
+from ghsim.serving.requests import Request
+
+LIMITS = ("max_batch_size", "kv_capacity", "max_num_tokens")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The replica's scheduler settings, resolved."""
+
+    policy: str
+    max_batch_size: int
+    max_num_tokens: int
+    chunked_prefill: bool
+    block_tokens: int
+    hbm_blocks: int
+    host_blocks: int
+    beam_width: int
+    arrival: str
+    rate_per_s: float | None
+    concurrency: int | None
+
+
+@dataclass
+class Iterations:
+    """What each iteration ran (columns; converted to arrays at the end)."""
+
+    start_s: list[float] = field(default_factory=list)
+    duration_s: list[float] = field(default_factory=list)
+    running: list[int] = field(default_factory=list)
+    decode_seqs: list[int] = field(default_factory=list)
+    prefill_tokens: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+    hbm_blocks_used: list[int] = field(default_factory=list)
+    host_blocks_used: list[int] = field(default_factory=list)
+
+
+@dataclass
+class EngineRun:
+    """The outcome of one replica's simulation."""
+
+    requests: list[Request]
+    iterations: Iterations
+    parts_s: dict[str, float]
+    """Time of every iteration by part (:data:`ghsim.serving.costs.PARTS`)."""
+    limited_s: dict[str, float]
+    """Time during which requests waited while the named limit kept them out."""
+    end_s: float
+    peak_hbm_blocks: int
+    peak_host_blocks: int
+
+
+class ReplicaEngine:
+    """One replica's scheduler loop and arrival process(es)."""
+
+    def __init__(self, model: IterationModel, config: EngineConfig,
+                 requests: list[Request], gaps: np.ndarray | None) -> None:
+        self.model = model
+        self.config = config
+        self.requests = requests
+        self.gaps = gaps
+        self.env = simpy.Environment()
+        self.waiting: deque[Request] = deque()
+        self.prefilling: list[Request] = []
+        self.finishing: list[tuple[int, int, Request]] = []
+        """(iteration of its last token, index, request) of the decoding requests."""
+        self.iteration = 0
+        self.decode_requests = 0
+        self.decode_seqs = 0
+        self.ctx_sum = 0.0
+        """Sum over decoding sequences of their cached tokens."""
+        self.host_rate = 0.0
+        """Sum over decoding sequences of their host share (d host ctx per iteration)."""
+        self.host_ctx_sum = 0.0
+        self.free_hbm = config.hbm_blocks
+        self.free_host = config.host_blocks
+        self.done = 0
+        self.issued = 0
+        self.wake: simpy.Event = self.env.event()
+        self.events: dict[int, simpy.Event] = {}
+        self.log = Iterations()
+        self.parts = dict.fromkeys(PARTS, 0.0)
+        self.limited = dict.fromkeys(LIMITS, 0.0)
+        self.static_batch: list[Request] = []
+
+    # -- arrivals ------------------------------------------------------------------------------
+
+    def _arrive(self, request: Request) -> None:
+        request.arrival_s = self.env.now
+        self.waiting.append(request)
+        self.issued += 1
+        if not self.wake.triggered:
+            self.wake.succeed()
+
+    def _poisson(self) -> Generator[simpy.Event, Any, None]:
+        assert self.gaps is not None and self.config.rate_per_s is not None
+        for request, gap in zip(self.requests, self.gaps, strict=True):
+            yield self.env.timeout(float(gap) / self.config.rate_per_s)
+            self._arrive(request)
+
+    def _client(self, queue: deque[Request]) -> Generator[simpy.Event, Any, None]:
+        while queue:
+            request = queue.popleft()
+            event = self.env.event()
+            self.events[request.index] = event
+            self._arrive(request)
+            yield event
+
+    # -- KV blocks -----------------------------------------------------------------------------
+
+    def _blocks(self, request: Request) -> int:
+        tokens = request.input_tokens + request.output_tokens
+        return self.config.beam_width * blocks_for(tokens, self.config.block_tokens)
+
+    def _reserve(self, request: Request) -> bool:
+        need = self._blocks(request)
+        if need > self.free_hbm + self.free_host:
+            return False
+        hbm = min(need, self.free_hbm)
+        request.blocks, request.host_blocks = need, need - hbm
+        self.free_hbm -= hbm
+        self.free_host -= need - hbm
+        return True
+
+    def _release(self, request: Request) -> None:
+        self.free_hbm += request.blocks - request.host_blocks
+        self.free_host += request.host_blocks
+
+    # -- scheduling ----------------------------------------------------------------------------
+
+    def _running(self) -> int:
+        return self.decode_requests + len(self.prefilling)
+
+    def _admit(self) -> str | None:
+        """Move waiting requests into the batch; the limit that stopped it, if any did."""
+        config = self.config
+        if config.policy == "static" and (self.decode_requests or self.prefilling
+                                          or self.static_batch):
+            return None
+        while self.waiting:
+            if self._running() >= config.max_batch_size:
+                return "max_batch_size"
+            request = self.waiting[0]
+            if not self._reserve(request):
+                return "kv_capacity"
+            self.waiting.popleft()
+            self.prefilling.append(request)
+            if config.policy == "static":
+                self.static_batch.append(request)
+        return None
+
+    def _plan_prefill(self) -> tuple[list[tuple[Request, int]], str | None]:
+        """Prompt chunks of this iteration within the token budget."""
+        budget = self.config.max_num_tokens - self.decode_seqs
+        chunks: list[tuple[Request, int]] = []
+        for request in self.prefilling:
+            left = request.input_tokens - request.prefilled
+            if budget <= 0:
+                return chunks, "max_num_tokens"
+            if left <= budget:
+                take = left
+            elif self.config.chunked_prefill:
+                take = budget
+            else:
+                return chunks, "max_num_tokens"
+            chunks.append((request, take))
+            budget -= take
+        return chunks, None
+
+    def _batch(self, chunks: list[tuple[Request, int]]) -> Batch:
+        tokens = pairs = past = 0.0
+        finishing = 0
+        for request, take in chunks:
+            p = request.prefilled
+            tokens += take
+            pairs += take * (p + (take + 1) / 2)
+            past += p
+            if p + take == request.input_tokens:
+                finishing += self.config.beam_width
+        host = self.host_ctx_sum
+        return Batch(prefill_tokens=int(tokens), prefill_pairs=pairs,
+                     prefill_past_tokens=int(past),
+                     logits_rows=self.decode_seqs + finishing, decode_seqs=self.decode_seqs,
+                     decode_ctx_hbm=self.ctx_sum - host, decode_ctx_host=host)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _loop(self) -> Generator[simpy.Event, Any, None]:
+        total = len(self.requests)
+        while self.done < total:
+            limit = self._admit()
+            chunks, token_limit = self._plan_prefill()
+            if not chunks and not self.decode_seqs:
+                if self.prefilling:  # a prompt longer than the whole budget
+                    raise RuntimeError("a prompt does not fit max_num_tokens")  # checked before
+                self.wake = self.env.event()
+                yield self.wake
+                continue
+            batch = self._batch(chunks)
+            cost = self.model.iteration(batch, self._running())
+            seconds = cost.total_s
+            self._record(batch, seconds)
+            for key, value in cost.parts.items():
+                self.parts[key] += value
+            if self.waiting:
+                self.limited[limit or token_limit or "max_batch_size"] += seconds
+            yield self.env.timeout(seconds)
+            self.iteration += 1
+            self._advance(chunks)
+
+    def _record(self, batch: Batch, seconds: float) -> None:
+        log = self.log
+        log.start_s.append(self.env.now)
+        log.duration_s.append(seconds)
+        log.running.append(self._running())
+        log.decode_seqs.append(batch.decode_seqs)
+        log.prefill_tokens.append(batch.prefill_tokens)
+        log.waiting.append(len(self.waiting))
+        log.hbm_blocks_used.append(self.config.hbm_blocks - self.free_hbm)
+        log.host_blocks_used.append(self.config.host_blocks - self.free_host)
+
+    def _advance(self, chunks: list[tuple[Request, int]]) -> None:
+        now, beams = self.env.now, self.config.beam_width
+        # every decoding sequence appended one token
+        self.ctx_sum += self.decode_seqs
+        self.host_ctx_sum += self.host_rate
+        for request, take in chunks:
+            request.prefilled += take
+            if request.prefilled < request.input_tokens:
+                continue
+            self.prefilling.remove(request)
+            request.first_token_s = now
+            if request.output_tokens <= 1:
+                self._finish(request, now)
+                continue
+            request.join_iteration = self.iteration
+            request.join_context = request.input_tokens + 1
+            self.decode_requests += 1
+            self.decode_seqs += beams
+            self.ctx_sum += beams * request.join_context
+            self.host_rate += beams * request.host_fraction
+            self.host_ctx_sum += beams * request.host_fraction * request.join_context
+            heapq.heappush(self.finishing, (self.iteration + request.output_tokens - 1,
+                                            request.index, request))
+        while self.finishing and self.finishing[0][0] <= self.iteration:
+            _, _, request = heapq.heappop(self.finishing)
+            request.finish_s = now
+            if self.config.policy == "static":
+                self.done += 1
+                self._notify(request)
+                continue
+            self._leave(request)
+            self._finish(request, now)
+        if self.config.policy == "static" and self.static_batch and not self.prefilling and all(
+                not math.isnan(r.finish_s) for r in self.static_batch):
+            for request in self.static_batch:
+                if request.output_tokens > 1:
+                    self._leave(request)
+                self._release(request)
+            self.static_batch = []
+
+    def _leave(self, request: Request) -> None:
+        """Take a decoding request's sequences out of the sums."""
+        beams = self.config.beam_width
+        context = request.join_context + (self.iteration - request.join_iteration)
+        self.decode_requests -= 1
+        self.decode_seqs -= beams
+        self.ctx_sum -= beams * context
+        self.host_rate -= beams * request.host_fraction
+        self.host_ctx_sum -= beams * request.host_fraction * context
+        if not self.decode_seqs:  # clear rounding drift
+            self.ctx_sum = self.host_ctx_sum = self.host_rate = 0.0
+
+    def _finish(self, request: Request, now: float) -> None:
+        request.finish_s = now
+        if self.config.policy != "static":
+            self._release(request)
+            self.done += 1
+            self._notify(request)
+        elif request.output_tokens <= 1:
+            self.done += 1
+            self._notify(request)
+
+    def _notify(self, request: Request) -> None:
+        event = self.events.pop(request.index, None)
+        if event is not None:
+            event.succeed()
+
+    # -- run -----------------------------------------------------------------------------------
+
+    def run(self) -> EngineRun:
+        config = self.config
+        if config.arrival == "offline":
+            for request in self.requests:
+                self._arrive(request)
+        elif config.arrival == "poisson":
+            self.env.process(self._poisson())
+        else:
+            assert config.concurrency is not None
+            queues: list[deque[Request]] = [deque() for _ in range(config.concurrency)]
+            for request in self.requests:
+                queues[request.index % config.concurrency].append(request)
+            for queue in queues:
+                self.env.process(self._client(queue))
+        loop = self.env.process(self._loop())
+        self.env.run(until=loop)
+        log = self.log
+        return EngineRun(
+            requests=self.requests, iterations=log, parts_s=self.parts,
+            limited_s=self.limited, end_s=self.env.now,
+            peak_hbm_blocks=max(log.hbm_blocks_used, default=0),
+            peak_host_blocks=max(log.host_blocks_used, default=0),
+        )

@@ -1,0 +1,281 @@
+"""What one GPU of a serving replica holds: weights, runtime buffers, and the KV cache's room.
+
+Weights follow TensorRT-LLM's sharding: every linear layer split over the replica's tp GPUs
+(experts over moe_ep x moe_tp = tp), the output layer (lm_head) column-parallel over tp, and the
+input embedding replicated on every GPU (``use_parallel_embedding`` is off by default). With
+FP8 the linear layers' weights are one byte each; the embedding, the lm_head and the norms stay
+16-bit, as ModelOpt's FP8 recipe leaves them. The KV cache gets ``kv_memory_fraction`` of what
+is left after weights, the engine's activation buffers (sized for ``max_num_tokens``), the
+logits buffer (``max_batch_size`` rows of the vocabulary in FP32) and the CUDA runtime; it is
+cut into blocks of ``kv_block_tokens`` tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ghsim.config.schema import ServingScenarioSpec
+from ghsim.config.schema.model import ModelSpec
+from ghsim.config.schema.serving import LengthSpec
+from ghsim.errors import ConfigError
+from ghsim.units import GIB
+from ghsim.workload.modelsize import moe_layer_count, parameter_count
+
+DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def check_servable(model: ModelSpec, source: str) -> None:
+    """Refuse model features the serving model does not cost yet, naming them."""
+    spec = model.attention
+    if model.attention_type == "mla":
+        raise ConfigError(source, "model.attention.type", "mla is not modelled for serving "
+                          "yet (its compressed KV cache and absorbed projections); serve an "
+                          "mha or gqa model")
+    if spec is not None and spec.sliding_window is not None:
+        raise ConfigError(source, "model.attention.sliding_window", "sliding-window "
+                          "attention is not modelled for serving yet")
+    if model.mtp_layers:
+        raise ConfigError(source, "model.mtp_layers", "multi-token prediction (speculative "
+                          "decoding) is not modelled for serving yet; set 0")
+
+
+@dataclass(frozen=True)
+class ReplicaShape:
+    """The widths one GPU of a tp replica works with."""
+
+    layers: int
+    hidden: int
+    heads: int
+    """Query heads on this GPU."""
+    kv_heads: int
+    """KV heads on this GPU (replicated when tp exceeds the model's kv heads)."""
+    head_dim: int
+    ffn: int
+    """Dense MLP width on this GPU."""
+    gated: bool
+    vocab: int
+    tp: int
+    experts: int = 0
+    """Routed experts of the whole model per MoE layer (0: dense)."""
+    local_experts: int = 0
+    """Routed experts on this GPU (experts / moe_ep)."""
+    top_k: int = 0
+    expert_ffn: int = 0
+    """One expert's MLP width on this GPU (expert_ffn_hidden / moe_tp)."""
+    shared_ffn: int = 0
+    """All shared experts' width on this GPU."""
+    moe_layers: int = 0
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.gated else 2
+
+
+def replica_shape(spec: ServingScenarioSpec) -> ReplicaShape:
+    model, tp, ep = spec.model, spec.parallelism.tp, spec.parallelism.ep
+    moe = model.moe
+    shared = 0
+    if moe is not None and moe.shared_experts:
+        assert moe.shared_expert_ffn_hidden is not None
+        shared = moe.shared_experts * moe.shared_expert_ffn_hidden // tp
+    return ReplicaShape(
+        layers=model.layers, hidden=model.hidden, heads=model.heads // tp,
+        kv_heads=max(1, model.kv_heads // tp), head_dim=model.head_dim_resolved,
+        ffn=model.ffn_hidden // tp, gated=model.gated_mlp, vocab=model.vocab, tp=tp,
+        experts=moe.experts if moe else 0, local_experts=moe.experts // ep if moe else 0,
+        top_k=moe.top_k if moe else 0,
+        expert_ffn=moe.expert_ffn_hidden // (tp // ep) if moe else 0, shared_ffn=shared,
+        moe_layers=moe_layer_count(model) if moe else 0,
+    )
+
+
+@dataclass(frozen=True)
+class ServingMemory:
+    """Bytes on one GPU of a replica, and the KV cache they leave room for."""
+
+    capacity_bytes: float
+    weights_bytes: float
+    activation_bytes: float
+    """The engine's activation buffers for ``max_num_tokens`` tokens in flight."""
+    logits_bytes: float
+    runtime_bytes: float
+    kv_pool_bytes: float
+    """HBM the KV cache takes (may be 0 or less when the weights leave nothing)."""
+    kv_bytes_per_token: float
+    """One token of one sequence, every layer, on this GPU."""
+    block_tokens: int
+    host_kv_bytes: float
+    """Host memory the KV cache may spill to (0 without kv_offload)."""
+    host_capacity_bytes: float
+
+    @property
+    def block_bytes(self) -> float:
+        return self.kv_bytes_per_token * self.block_tokens
+
+    @property
+    def hbm_blocks(self) -> int:
+        return max(0, int(self.kv_pool_bytes // self.block_bytes))
+
+    @property
+    def host_blocks(self) -> int:
+        return max(0, int(self.host_kv_bytes // self.block_bytes))
+
+    @property
+    def fits(self) -> bool:
+        """Weights and buffers fit in HBM with room for at least one KV block."""
+        return self.hbm_blocks > 0
+
+
+def weight_bytes_per_gpu(spec: ServingScenarioSpec) -> float:
+    """Weights on one GPU: linear layers at the serving precision over tp, the lm_head in
+    16 bits over tp, the embedding in 16 bits on every GPU, norms in 16 bits."""
+    model, tp = spec.model, spec.parallelism.tp
+    count = parameter_count(model)
+    wide = DTYPE_BYTES[spec.inference.precision]
+    half = 2
+    norms = count.layers * count.norms_per_layer + count.final_norm
+    linear = count.non_embedding - norms
+    output = count.output if count.output else model.vocab * model.hidden  # tied: shared
+    embedding = count.embedding if count.output else 0  # tied: the lm_head holds it
+    return (linear * wide + output * half) / tp + embedding * half + norms * half
+
+
+def kv_bytes_per_token(spec: ServingScenarioSpec) -> float:
+    """K and V of one token in every layer on one GPU: 2 x layers x kv heads x head_dim."""
+    shape = replica_shape(spec)
+    return 2.0 * shape.layers * shape.kv_heads * shape.head_dim * DTYPE_BYTES[
+        spec.inference.kv_dtype]
+
+
+def activation_bytes(spec: ServingScenarioSpec) -> float:
+    """The largest activations one layer holds for ``max_num_tokens`` tokens in 16 bits: the
+    residual stream in and out, the normalised input, the QKV output, and the MLP's up
+    projection with its activated half (the buffers TensorRT reuses from layer to layer)."""
+    shape = replica_shape(spec)
+    tokens = engine_limits(spec)[1]
+    qkv = (shape.heads + 2 * shape.kv_heads) * shape.head_dim
+    mlp = max(shape.ffn, shape.expert_ffn * max(1, shape.top_k), shape.shared_ffn)
+    up = (2 if shape.gated else 1) * mlp
+    return tokens * (3 * shape.hidden + qkv + up + mlp) * 2.0
+
+
+DEFAULT_MAX_BATCH_SIZE = 2048
+DEFAULT_MAX_NUM_TOKENS = 8192
+"""TensorRT-LLM's builder defaults (docs/source/performance/tuning-max-batch-size-and-max-num-
+tokens.md: 'The default value is 2048', 'The default value of max num tokens is 8192')."""
+
+
+def _round_batch(raw: float) -> int:
+    if raw < 256:
+        return max(64, 32 * math.ceil(raw / 32))
+    if raw < 1024:
+        return 128 * math.ceil(raw / 128)
+    return 256 * math.ceil(raw / 256)
+
+
+def _round_tokens(raw: float) -> int:
+    if raw < 4096:
+        return max(2048, 256 * math.ceil(raw / 256))
+    if raw < 8192:
+        return 512 * math.ceil(raw / 512)
+    return 1024 * math.ceil(raw / 1024)
+
+
+def trtllm_bench_limits(spec: ServingScenarioSpec, input_mean: float,
+                        output_mean: float) -> tuple[int, int]:
+    """max_batch_size and max_num_tokens as trtllm-bench's build heuristic picks them
+    (NVIDIA/TensorRT-LLM@04cba882 tensorrt_llm/bench/build/tuning.py, calc_engine_setting and
+    finetune_setting): KV capacity from the GPUs' total memory less the weights at 0.95."""
+    model, tp = spec.model, spec.parallelism.tp
+    gpu = spec.system.node.gpu.gpu
+    assert gpu is not None
+    weight_gib = parameter_count(model).total * DTYPE_BYTES[spec.inference.precision] / GIB
+    kv_gib_per_token = (2 * model.layers * max(tp, model.kv_heads) * model.head_dim_resolved
+                        * DTYPE_BYTES[spec.inference.kv_dtype] / GIB)
+    total_gib = gpu.memory.capacity_gib * tp
+    cache_gib = (total_gib - weight_gib) * 0.95
+    requests = max(0.0, cache_gib / (kv_gib_per_token * (input_mean + output_mean)))
+    raw_batch = min(requests, 4096.0)
+    raw_tokens = min(raw_batch * (1 + input_mean / output_mean), 32768.0)
+    return _round_batch(raw_batch), _round_tokens(raw_tokens)
+
+
+def engine_limits(spec: ServingScenarioSpec) -> tuple[int, int]:
+    """The engine's max_batch_size and max_num_tokens in effect."""
+    scheduler, requests = spec.inference.scheduler, spec.inference.requests
+    batch, tokens = DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_NUM_TOKENS
+    if scheduler.tuning == "trtllm_bench":
+        batch, tokens = trtllm_bench_limits(spec, mean_tokens(requests.input_tokens),
+                                            mean_tokens(requests.output_tokens))
+        batch = scheduler.max_batch_size or batch
+        if not scheduler.chunked_prefill:
+            # Without chunked context trtllm-bench raises the token budget so that the
+            # longest prompt fits beside a full batch of decoding tokens (tensorrt_llm/bench/
+            # benchmark/utils/general.py, get_settings: max_num_tokens = max(max_num_tokens,
+            # max_isl + max_batch_size)).
+            tokens = max(tokens, max_tokens(requests.input_tokens) + batch)
+    return (scheduler.max_batch_size or batch, scheduler.max_num_tokens or tokens)
+
+
+def max_tokens(length: int | LengthSpec) -> int:
+    """The longest a request length can be (its mean when fixed; its mean when unbounded)."""
+    if isinstance(length, int):
+        return length
+    if length.distribution == "fixed" or length.max is None:
+        return round(length.mean)
+    return length.max
+
+
+def mean_tokens(length: int | LengthSpec) -> float:
+    """The mean of a request length (a number is its own mean)."""
+    return float(length) if isinstance(length, int) else length.mean
+
+
+def serving_memory(spec: ServingScenarioSpec) -> ServingMemory:
+    """The memory budget of one GPU of a replica."""
+    inference, scheduler = spec.inference, spec.inference.scheduler
+    gpu_part = spec.system.node.gpu
+    assert gpu_part.gpu is not None
+    capacity = gpu_part.gpu.memory.capacity_gib * GIB
+    weights = weight_bytes_per_gpu(spec)
+    activations = activation_bytes(spec)
+    logits = engine_limits(spec)[0] * inference.beam_width * spec.model.vocab * 4.0 / (
+        spec.parallelism.tp)
+    runtime = inference.runtime_reserved_gib * GIB
+    free = capacity - weights - activations - logits - runtime
+    pool = free * scheduler.kv_memory_fraction if free > 0 else free
+    per_token = kv_bytes_per_token(spec)
+    host_capacity = _host_bytes_per_gpu(spec)
+    host_kv = 0.0
+    offload = inference.kv_offload
+    if offload.policy != "none":
+        if offload.host_gib is not None:
+            host_kv = offload.host_gib * GIB
+            if host_kv > host_capacity:
+                raise ConfigError(spec.name or "scenario", "inference.kv_offload.host_gib",
+                                  f"expected at most this GPU's share of host memory, "
+                                  f"{host_capacity / GIB:.1f} GiB, got {offload.host_gib}")
+        else:
+            host_kv = max(0.0, host_capacity - weights - offload.host_reserved_gib * GIB)
+    return ServingMemory(
+        capacity_bytes=capacity, weights_bytes=weights, activation_bytes=activations,
+        logits_bytes=logits, runtime_bytes=runtime, kv_pool_bytes=pool,
+        kv_bytes_per_token=per_token, block_tokens=scheduler.kv_block_tokens,
+        host_kv_bytes=host_kv, host_capacity_bytes=host_capacity,
+    )
+
+
+def _host_bytes_per_gpu(spec: ServingScenarioSpec) -> float:
+    """This GPU's share of its host CPU's memory (a Grace's LPDDR5X is its own GPU's)."""
+    node = spec.system.node
+    cpu = node.cpu.cpu
+    if cpu is None or cpu.memory is None:
+        return 0.0
+    sockets = node.cpus
+    return cpu.memory.capacity_gib * GIB * sockets / node.gpus
+
+
+def blocks_for(tokens: int, block_tokens: int) -> int:
+    """Paged blocks that hold ``tokens`` tokens of one sequence."""
+    return math.ceil(tokens / block_tokens)

@@ -1,0 +1,71 @@
+"""The request stream of one replica: lengths drawn with the scenario's seed, arrival gaps."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ghsim.config.schema.serving import LengthSpec, RequestsSpec
+
+
+@dataclass
+class Request:
+    """One request and what happened to it (times in seconds of simulated time)."""
+
+    index: int
+    input_tokens: int
+    output_tokens: int
+    arrival_s: float = 0.0
+    first_token_s: float = math.nan
+    finish_s: float = math.nan
+    blocks: int = 0
+    """KV blocks reserved (every beam, prompt and output)."""
+    host_blocks: int = 0
+    """Of which in host memory."""
+    prefilled: int = 0
+    """Prompt tokens already prefilled."""
+    join_iteration: int = 0
+    join_context: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def host_fraction(self) -> float:
+        return self.host_blocks / self.blocks if self.blocks else 0.0
+
+
+def draw_lengths(length: int | LengthSpec, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` token counts from ``length`` (whole numbers, at least its minimum)."""
+    if isinstance(length, int):
+        return np.full(count, length, dtype=np.int64)
+    low = length.min
+    high = length.max if length.max is not None else np.iinfo(np.int64).max // 4
+    if length.distribution == "fixed":
+        values = np.full(count, round(length.mean), dtype=np.float64)
+    elif length.distribution == "uniform":
+        values = rng.integers(low, high, endpoint=True, size=count).astype(np.float64)
+    elif length.distribution == "normal":
+        values = np.rint(rng.normal(length.mean, length.std, size=count))
+    else:  # lognormal with this mean and standard deviation
+        sigma2 = math.log1p((length.std / length.mean) ** 2)
+        mu = math.log(length.mean) - sigma2 / 2
+        values = np.rint(rng.lognormal(mu, math.sqrt(sigma2), size=count))
+    return np.clip(values, low, high).astype(np.int64)
+
+
+def replica_requests(spec: RequestsSpec, replicas: int, seed: int) -> list[Request]:
+    """The requests one replica serves: ``count / replicas`` of them (rounded up), with lengths
+    drawn from the scenario's seed; arrivals are set by the arrival process."""
+    count = math.ceil(spec.count / replicas)
+    rng = np.random.default_rng(seed)
+    inputs = draw_lengths(spec.input_tokens, count, rng)
+    outputs = draw_lengths(spec.output_tokens, count, rng)
+    return [Request(i, int(a), int(b)) for i, (a, b) in enumerate(zip(inputs, outputs,
+                                                                      strict=True))]
+
+
+def unit_gaps(count: int, seed: int) -> np.ndarray:
+    """Exponential inter-arrival gaps of mean 1 (divided by a rate they become a Poisson
+    process; the same gaps at every rate make a rate search's runs comparable)."""
+    return np.random.default_rng([seed, 1]).exponential(1.0, size=count)

@@ -1,0 +1,239 @@
+"""The result of a serving simulation, as plain data: throughput, latency percentiles, memory,
+where the time went, the bottleneck, and what would raise throughput."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ghsim.config.serving_layout import ServingScenario
+from ghsim.errors import InputError
+from ghsim.outputs import NONFINITE, nonfinite_path
+from ghsim.serving.costs import PARTS, RESOURCE_OF, IterationModel
+from ghsim.serving.engine import EngineRun
+from ghsim.serving.memory import ServingMemory
+from ghsim.units import GIB
+from ghsim.version import __version__
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass
+class ServingResult:
+    """One simulated serving run (all replicas)."""
+
+    data: dict[str, Any]
+    run: EngineRun | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return float(self.data["output_tokens_per_s"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result JSON; raises :class:`InputError` when a number is not finite."""
+        where = nonfinite_path(self.data)
+        if where is not None:
+            source = str(self.data["inputs"].get("source", "result"))
+            raise InputError(source, f"result.{where}", f"the simulation produced a number "
+                             f"that is not finite; {NONFINITE}")
+        return self.data
+
+
+def _stats(values: np.ndarray) -> dict[str, float | None]:
+    if not values.size:
+        return {"mean": None, **{f"p{q}": None for q in PERCENTILES}}
+    return {"mean": float(values.mean()),
+            **{f"p{q}": float(np.percentile(values, q)) for q in PERCENTILES}}
+
+
+def _memory(memory: ServingMemory, run: EngineRun | None, host_link: str) -> dict[str, Any]:
+    kv_hbm_peak = (run.peak_hbm_blocks if run else 0) * memory.block_bytes
+    kv_host_peak = (run.peak_host_blocks if run else 0) * memory.block_bytes
+    fixed = memory.weights_bytes + memory.activation_bytes + memory.logits_bytes + (
+        memory.runtime_bytes)
+    return {
+        "hbm": {"peak_bytes": fixed + kv_hbm_peak, "capacity_bytes": memory.capacity_bytes},
+        "host": {"peak_bytes": kv_host_peak, "capacity_bytes": memory.host_capacity_bytes},
+        "weights_bytes": memory.weights_bytes,
+        "activation_bytes": memory.activation_bytes,
+        "logits_bytes": memory.logits_bytes,
+        "runtime_bytes": memory.runtime_bytes,
+        "kv_pool_bytes": max(0.0, memory.kv_pool_bytes),
+        "kv_host_bytes": memory.host_kv_bytes,
+        "host_link": host_link,
+        "fits": memory.fits,
+    }
+
+
+def _resources(parts: dict[str, float], host_link: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part, seconds in parts.items():
+        resource = host_link if part == "kv_host" else RESOURCE_OF[part]
+        out[resource] = out.get(resource, 0.0) + seconds
+    return out
+
+
+def _bottleneck(run: EngineRun, host_link: str) -> dict[str, Any]:
+    resources = _resources(run.parts_s, host_link)
+    busy = sum(resources.values()) or 1.0
+    resource, seconds = max(resources.items(), key=lambda item: item[1])
+    share = seconds / busy
+    kv_held = run.limited_s.get("kv_capacity", 0.0) / (run.end_s or 1.0)
+    iteration_why = f"{resource} takes {share:.0%} of the iterations' time"
+    if kv_held >= 0.5:
+        return {"resource": "kv_capacity", "share": kv_held, "why": (
+            f"for {kv_held:.0%} of the run requests waited because the KV cache had no free "
+            f"blocks for them: the batch is what the KV cache admits; within an iteration "
+            f"{iteration_why}"), "iteration_resource": resource}
+    return {"resource": resource, "share": share, "why": iteration_why,
+            "iteration_resource": resource}
+
+
+def _advice(scenario: ServingScenario, bottleneck: dict[str, Any],
+            limited: dict[str, float], end_s: float) -> list[str]:
+    spec = scenario.spec
+    inference = spec.inference
+    resource = bottleneck["resource"]
+    tips: list[str] = []
+    if resource == "kv_capacity":
+        tips.append("more HBM per replica (a GPU with more memory, or a larger tp) admits a "
+                    "larger batch")
+        if inference.kv_dtype != "fp8":
+            tips.append("an FP8 KV cache halves the bytes per token (inference.kv_cache_dtype)")
+        if inference.kv_offload.policy == "none":
+            tips.append("KV offload to host memory (inference.kv_offload.policy in_place or "
+                        "reload) admits more requests at the host link's speed")
+    if resource == "hbm_bandwidth":
+        if inference.precision != "fp8":
+            tips.append("FP8 weights halve the bytes each decode iteration reads")
+        if limited.get("max_batch_size", 0.0) > 0.2 * end_s:
+            tips.append("a larger max_batch_size amortises each weight read over more tokens")
+        tips.append("a larger tp splits the weight reads over more GPUs' HBM")
+    if resource == "compute":
+        if inference.precision != "fp8":
+            tips.append("FP8 GEMMs double the tensor-core rate")
+        tips.append("more replicas (GPUs) are the way up once prefill and large batches are "
+                    "compute-bound")
+    if resource in ("c2c", "pcie"):
+        tips.append(f"the offloaded KV cache is read over {resource}: more HBM, an FP8 KV "
+                    "cache or a smaller batch keeps more of it local")
+    if resource == "cpu":
+        if not inference.overlap_host:
+            tips.append("an overlapping scheduler (inference.overlap_host) hides the host's "
+                        "time behind the GPU's")
+        tips.append("a faster host CPU per GPU")
+    if resource == "nvlink":
+        tips.append("fewer tensor-parallel GPUs per replica (more replicas) cut all-reduce time")
+    if limited.get("max_num_tokens", 0.0) > 0.2 * end_s:
+        tips.append("a larger max_num_tokens (or chunked prefill) lets more prompt tokens into "
+                    "each iteration")
+    return tips
+
+
+def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRun | None,
+                 model: IterationModel, limits: tuple[int, int], searched_rate: float | None,
+                 tried: list[dict[str, float | bool]],
+                 short_of_blocks: tuple[int, int] | None = None) -> ServingResult:
+    """The result of ``run`` (None when nothing could be served: it does not fit)."""
+    spec = scenario.spec
+    inference = spec.inference
+    replicas = scenario.replicas
+    host_link = spec.system.node.gpu.gpu.host_link.type if spec.system.node.gpu.gpu else "pcie"
+    warnings: list[str] = []
+    inputs = {"scenario": spec.model_dump(mode="json"), "source": scenario.source,
+              "overrides": list(scenario.overrides), "digest": scenario.digest(),
+              "ghsim_version": __version__}
+    engine = {"max_batch_size": limits[0], "max_num_tokens": limits[1],
+              "kv_block_tokens": memory.block_tokens, "hbm_blocks": memory.hbm_blocks,
+              "host_blocks": memory.host_blocks if inference.kv_offload.policy != "none" else 0,
+              "kv_bytes_per_token": memory.kv_bytes_per_token, "replicas": replicas,
+              "tp": spec.parallelism.tp, "ep": spec.parallelism.ep}
+    base: dict[str, Any] = {"kind": "serving", "engine": engine,
+                            "memory": _memory(memory, run, host_link)}
+    if run is None:
+        if short_of_blocks is None:
+            why = (f"weights {memory.weights_bytes / GIB:.1f} GiB, activations "
+                   f"{memory.activation_bytes / GIB:.1f} GiB, logits "
+                   f"{memory.logits_bytes / GIB:.1f} GiB and the runtime "
+                   f"{memory.runtime_bytes / GIB:.1f} GiB leave no room for a KV block in "
+                   f"{memory.capacity_bytes / GIB:.1f} GiB of HBM per GPU")
+        else:
+            need, have = short_of_blocks
+            why = (f"the longest request needs {need} KV blocks, the KV cache has {have} "
+                   f"({memory.block_tokens} tokens each)")
+        base["memory"]["fits"] = False
+        warnings.append(f"the model cannot be served: {why}")
+        data = {"output_tokens_per_s": 0.0, "output_tokens_per_s_per_gpu": 0.0,
+                **base, "bottleneck": {"resource": "memory", "why": why},
+                "advice": ["more HBM per replica (a larger tp), FP8 weights or KV offload"],
+                "warnings": warnings, "inputs": inputs}
+        return ServingResult(data, None)
+    reqs = run.requests
+    out_tokens = float(sum(r.output_tokens for r in reqs))
+    in_tokens = float(sum(r.input_tokens for r in reqs))
+    start = min(r.arrival_s for r in reqs)
+    span = max(r.finish_s for r in reqs) - start
+    ttft = np.array([r.first_token_s - r.arrival_s for r in reqs])
+    tpot = np.array([(r.finish_s - r.first_token_s) / (r.output_tokens - 1)
+                     for r in reqs if r.output_tokens > 1])
+    e2e = np.array([r.finish_s - r.arrival_s for r in reqs])
+    log = run.iterations
+    durations = np.array(log.duration_s)
+    weights = durations / durations.sum() if durations.size else durations
+    running = np.array(log.running, dtype=float)
+    hbm_used = np.array(log.hbm_blocks_used, dtype=float)
+    bottleneck = _bottleneck(run, host_link)
+    targets = inference.latency_targets
+    pct = targets.percentile
+    ttft_at = float(np.percentile(ttft, pct)) * 1e3
+    tpot_at = float(np.percentile(tpot, pct)) * 1e3 if tpot.size else None
+    met: dict[str, Any] = {"ttft_ms": targets.ttft_ms, "tpot_ms": targets.tpot_ms,
+                           "percentile": pct, "ttft_at_percentile_ms": ttft_at,
+                           "tpot_at_percentile_ms": tpot_at}
+    met["met"] = ((targets.ttft_ms is None or ttft_at <= targets.ttft_ms)
+                  and (targets.tpot_ms is None or tpot_at is None
+                       or tpot_at <= targets.tpot_ms))
+    if inference.find_max_rate and not met["met"]:
+        warnings.append("no arrival rate tried meets the latency targets; the result is at "
+                        "the lowest rate tried")
+    if spec.system.node.power_limit_w is not None:
+        warnings.append(f"power_limit_w {spec.system.node.power_limit_w:g} W is not turned "
+                        "into a clock (no published measurement); set system.node."
+                        "gpu_clock_ghz for a sustained clock")
+    per_replica = out_tokens / span if span > 0 else math.nan
+    busy = sum(run.parts_s.values())
+    data = {
+        "output_tokens_per_s": per_replica * replicas,
+        "output_tokens_per_s_per_gpu": per_replica * replicas / spec.num_gpus,
+        "input_tokens_per_s": in_tokens / span * replicas if span > 0 else math.nan,
+        "requests_per_s": len(reqs) / span * replicas if span > 0 else math.nan,
+        "duration_s": span,
+        "requests_per_replica": len(reqs),
+        "ttft_s": _stats(ttft),
+        "tpot_s": _stats(tpot),
+        "e2e_latency_s": _stats(e2e),
+        "latency_targets": met,
+        "rate_search": ({"rate_per_s": searched_rate, "tried": tried}
+                        if searched_rate is not None else None),
+        "batch": {
+            "iterations": len(durations),
+            "mean_running": float((running * weights).sum()) if running.size else 0.0,
+            "max_running": int(running.max()) if running.size else 0,
+            "mean_kv_occupancy": (float((hbm_used * weights).sum()) / memory.hbm_blocks
+                                  if memory.hbm_blocks and hbm_used.size else 0.0),
+            "peak_kv_occupancy": (float(hbm_used.max()) / memory.hbm_blocks
+                                  if memory.hbm_blocks and hbm_used.size else 0.0),
+            "held_by_s": dict(run.limited_s),
+        },
+        "breakdown_s": {part: run.parts_s[part] for part in PARTS},
+        "busy_s": busy,
+        **base,
+        "bottleneck": bottleneck,
+        "advice": _advice(scenario, bottleneck, run.limited_s, run.end_s),
+        "warnings": warnings,
+        "inputs": inputs,
+    }
+    return ServingResult(data, run)

@@ -1,0 +1,179 @@
+"""``simulate_serving``: a serving scenario in, a :class:`ServingResult` out.
+
+One replica is simulated (replicas serve identical, independent shares of the stream: the
+offline job split evenly, a Poisson stream thinned to rate / replicas, the clients dealt out) and
+its throughput multiplied by the replicas. With ``find_max_rate`` the MLPerf server rule is a
+search: the arrival rate is raised (or lowered) by 1.5x until the latency percentiles change
+from meeting their limits to missing them, then bisected; every run reuses the same exponential
+gaps scaled by the rate, so runs at nearby rates see the same arrival pattern.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ghsim.config.schema.serving import LengthSpec
+from ghsim.config.serving_layout import ServingScenario
+from ghsim.errors import ConfigError
+from ghsim.serving.costs import IterationModel
+from ghsim.serving.engine import EngineConfig, EngineRun, ReplicaEngine
+from ghsim.serving.memory import (
+    ServingMemory,
+    check_servable,
+    engine_limits,
+    serving_memory,
+)
+from ghsim.serving.requests import replica_requests, unit_gaps
+from ghsim.serving.result import ServingResult, build_result
+
+SEARCH_STEPS = 12
+"""Rate changes by 1.5x before the search gives up finding a bracket."""
+BISECTIONS = 7
+"""Bisections of the bracket: the rate is known to 1.5^(1/128), about 0.3 %."""
+
+
+def _max_length(length: int | LengthSpec) -> int | None:
+    if isinstance(length, int):
+        return length
+    if length.distribution == "fixed":
+        return round(length.mean)
+    return length.max
+
+
+def _check(scenario: ServingScenario, max_num_tokens: int) -> None:
+    spec = scenario.spec
+    check_servable(spec.model, scenario.source)
+    inference = spec.inference
+    requests = inference.requests
+    if requests.arrival == "concurrency":
+        assert requests.concurrency is not None
+        if requests.concurrency % scenario.replicas:
+            raise ConfigError(scenario.source, "inference.requests.concurrency",
+                              f"expected a multiple of the {scenario.replicas} replicas "
+                              f"(num_gpus / tp), got {requests.concurrency}")
+    if not inference.scheduler.chunked_prefill:
+        longest = _max_length(requests.input_tokens)
+        if longest is None:
+            raise ConfigError(scenario.source, "inference.requests.input_tokens.max",
+                              "is needed without chunked_prefill: a prompt is prefilled whole "
+                              "in one iteration and must fit max_num_tokens")
+        if longest > max_num_tokens:
+            raise ConfigError(scenario.source, "inference.requests.input_tokens",
+                              f"prompts of up to {longest} tokens exceed max_num_tokens "
+                              f"({max_num_tokens}): set inference.scheduler.chunked_prefill "
+                              f"true or raise max_num_tokens, as TensorRT-LLM requires")
+    if spec.model.moe is not None and spec.model.moe.capacity_factor is not None:
+        raise ConfigError(scenario.source, "model.moe.capacity_factor", "token dropping is "
+                          "not modelled for serving (serving engines run dropless)")
+
+
+def _config(scenario: ServingScenario, memory: ServingMemory, rate: float | None,
+            limits: tuple[int, int]) -> EngineConfig:
+    inference = scenario.spec.inference
+    requests = inference.requests
+    replicas = scenario.replicas
+    return EngineConfig(
+        policy=inference.scheduler.policy, max_batch_size=limits[0],
+        max_num_tokens=limits[1], chunked_prefill=inference.scheduler.chunked_prefill,
+        block_tokens=memory.block_tokens, hbm_blocks=memory.hbm_blocks,
+        host_blocks=memory.host_blocks if inference.kv_offload.policy != "none" else 0,
+        beam_width=inference.beam_width, arrival=requests.arrival,
+        rate_per_s=rate / replicas if rate is not None else None,
+        concurrency=requests.concurrency // replicas if requests.concurrency else None,
+    )
+
+
+def _run(scenario: ServingScenario, model: IterationModel, memory: ServingMemory,
+         rate: float | None, limits: tuple[int, int]) -> EngineRun:
+    spec = scenario.spec
+    requests = replica_requests(spec.inference.requests, scenario.replicas, spec.seed)
+    gaps = unit_gaps(len(requests), spec.seed) if rate is not None else None
+    engine = ReplicaEngine(model, _config(scenario, memory, rate, limits), requests, gaps)
+    return engine.run()
+
+
+def _percentile(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else math.nan
+
+
+def meets_targets(run: EngineRun, scenario: ServingScenario) -> bool:
+    """Whether the run's latency percentiles meet the scenario's limits."""
+    targets = scenario.spec.inference.latency_targets
+    ttft = np.array([r.first_token_s - r.arrival_s for r in run.requests])
+    tpot = np.array([(r.finish_s - r.first_token_s) / (r.output_tokens - 1)
+                     for r in run.requests if r.output_tokens > 1])
+    if targets.ttft_ms is not None and _percentile(ttft, targets.percentile) * 1e3 > (
+            targets.ttft_ms):
+        return False
+    return not (targets.tpot_ms is not None and tpot.size
+                and _percentile(tpot, targets.percentile) * 1e3 > targets.tpot_ms)
+
+
+def _search(scenario: ServingScenario, model: IterationModel, memory: ServingMemory,
+            limits: tuple[int, int]) -> tuple[float, EngineRun, list[dict[str, float | bool]]]:
+    start = scenario.spec.inference.requests.rate_per_s
+    assert start is not None
+    tried: list[dict[str, float | bool]] = []
+
+    def attempt(rate: float) -> tuple[bool, EngineRun]:
+        run = _run(scenario, model, memory, rate, limits)
+        ok = meets_targets(run, scenario)
+        tried.append({"rate_per_s": rate, "meets_targets": ok})
+        return ok, run
+
+    ok, run = attempt(start)
+    good: tuple[float, EngineRun] | None = (start, run) if ok else None
+    bad: float | None = None if ok else start
+    rate = start
+    for _ in range(SEARCH_STEPS):
+        if good is not None and bad is not None:
+            break
+        rate = rate * 1.5 if ok else rate / 1.5
+        ok, run = attempt(rate)
+        if ok:
+            good = (rate, run)
+        else:
+            bad = rate
+    if good is None or bad is None:
+        final = good or (rate, run)
+        return final[0], final[1], tried
+    low, high = good[0], bad
+    for _ in range(BISECTIONS):
+        mid = math.sqrt(low * high)
+        ok, run = attempt(mid)
+        if ok:
+            good, low = (mid, run), mid
+        else:
+            high = mid
+    return good[0], good[1], tried
+
+
+def simulate_serving(scenario: ServingScenario) -> ServingResult:
+    """Simulate a serving scenario: requests through one replica's scheduler and GPUs."""
+    spec = scenario.spec
+    limits = engine_limits(spec)
+    _check(scenario, limits[1])
+    memory = serving_memory(spec)
+    model = IterationModel(scenario)
+    if not memory.fits:
+        return build_result(scenario, memory, None, model, limits, None, [])
+    requests = spec.inference.requests
+    biggest = max(r.input_tokens + r.output_tokens
+                  for r in replica_requests(requests, scenario.replicas, spec.seed))
+    blocks = spec.inference.beam_width * math.ceil(biggest / memory.block_tokens)
+    usable = memory.hbm_blocks + (memory.host_blocks
+                                  if spec.inference.kv_offload.policy != "none" else 0)
+    if blocks > usable:
+        return build_result(scenario, memory, None, model, limits, None, [],
+                            short_of_blocks=(blocks, usable))
+    if spec.inference.find_max_rate:
+        rate, run, tried = _search(scenario, model, memory, limits)
+        searched = replace(scenario, spec=spec.model_copy(update={"inference": (
+            spec.inference.model_copy(update={"requests": requests.model_copy(
+                update={"rate_per_s": rate})}))}))
+        return build_result(searched, memory, run, model, limits, rate, tried)
+    run = _run(scenario, model, memory, requests.rate_per_s, limits)
+    return build_result(scenario, memory, run, model, limits, None, [])
