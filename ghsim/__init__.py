@@ -7,6 +7,9 @@ The library face: load validated inputs, build the hardware graph, lower the ste
 >>> result = ghsim.simulate(scenario)
 >>> result.step_time_s > 0
 True
+>>> served = ghsim.simulate_serving(ghsim.load_any_scenario("llama3.1-70b-fp8-gh200-serving"))
+>>> served.output_tokens_per_s > 0
+True
 
 The names are loaded when first used (PEP 562), so that ``import ghsim`` and the command
 line's start-up do not pay for numpy, networkx, simpy and pydantic before they are needed.
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
     from ghsim.config import (
         Layout,
         Scenario,
+        ServingScenario,
+        load_any_scenario,
         load_file,
         load_hardware,
         load_model,
@@ -34,12 +39,15 @@ if TYPE_CHECKING:
     from ghsim.engine.simulate import simulate
     from ghsim.errors import ConfigError, GhsimError, InputError, LayoutError, OverrideError
     from ghsim.hardware import Endpoint, Route, SystemGraph, build_graph, system_totals
+    from ghsim.serving import ServingResult, simulate_serving
     from ghsim.workload import model_flops_per_token, parameter_count
     from ghsim.workload.lower import lower
 
 _WHERE = {
-    "ghsim.config": ("Layout", "Scenario", "load_file", "load_hardware", "load_model",
-                     "load_scenario", "load_system", "load_validation_points"),
+    "ghsim.config": ("Layout", "Scenario", "ServingScenario", "load_any_scenario", "load_file",
+                     "load_hardware", "load_model", "load_scenario", "load_system",
+                     "load_validation_points"),
+    "ghsim.serving": ("ServingResult", "simulate_serving"),
     "ghsim.engine.result": ("Result",),
     "ghsim.engine.simulate": ("simulate",),
     "ghsim.errors": ("ConfigError", "GhsimError", "InputError", "LayoutError", "OverrideError"),
@@ -74,9 +82,12 @@ __all__ = [
     "Result",
     "Route",
     "Scenario",
+    "ServingResult",
+    "ServingScenario",
     "SystemGraph",
     "__version__",
     "build_graph",
+    "load_any_scenario",
     "load_file",
     "load_hardware",
     "load_model",
@@ -87,5 +98,6 @@ __all__ = [
     "model_flops_per_token",
     "parameter_count",
     "simulate",
+    "simulate_serving",
     "system_totals",
 ]

@@ -300,8 +300,8 @@ def _validation_report(points: str | Path) -> dict[str, Any]:
         task = progress.add_task("validate", total=None)
         results = run(points, lambda done, total: progress.update(task, completed=done,
                                                                     total=total))
-    return {"kind": "inference_points" if serving else "validation_points",
-            "points": [asdict(o) for o in results], **summarize(results)}
+    return {"points": [asdict(o) for o in results], **summarize(results),
+            "kind": "inference_points" if serving else "validation_points"}
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -87,7 +87,13 @@ def _no_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
     shipped sets take a minute): each point is "predicted" at 1 s."""
     def fake(_scenario: Any) -> SimpleNamespace:
         return SimpleNamespace(step_time_s=1.0, bottleneck={"resource": "none"})
+
+    def fake_serving(_scenario: Any) -> SimpleNamespace:
+        data = {"output_tokens_per_s": 1.0, "bottleneck": {"resource": "none"},
+                "ttft_s": {"mean": 1.0}, "tpot_s": {"mean": 1.0}}
+        return SimpleNamespace(to_dict=lambda: data)
     monkeypatch.setattr(validation, "simulate", fake)
+    monkeypatch.setattr(validation, "simulate_serving", fake_serving)
 
 
 def test_a_shipped_set_by_name_from_another_folder(
@@ -97,7 +103,7 @@ def test_a_shipped_set_by_name_from_another_folder(
     monkeypatch.chdir(tmp_path)
     assert main(["validate", "calibration", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert list(report) == ["points", "mape", "max_abs_error", "simulated", "failed"]
+    assert list(report) == ["points", "mape", "max_abs_error", "simulated", "failed", "kind"]
     assert report["simulated"] == 30 and report["failed"] == 0, report
     assert report["points"][0]["id"] == "nemo24.07_gpt3-5b_h100_64"
 
@@ -120,7 +126,7 @@ def test_a_local_set_of_that_name_comes_first(
     assert abs(point["error"]) <= 0.20, point
 
 
-def test_validate_all_runs_every_shipped_set_and_skips_the_others(
+def test_validate_all_runs_every_shipped_set(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     _no_simulation(monkeypatch)
@@ -128,13 +134,12 @@ def test_validate_all_runs_every_shipped_set_and_skips_the_others(
     assert main(["validate", "--all", "--json"]) == 0
     captured = capsys.readouterr()
     reports = json.loads(captured.out)
-    assert list(reports) == ["calibration", "gh200", "moe"]
+    assert list(reports) == ["calibration", "gh200", "inference", "moe"]
     assert reports["calibration"]["simulated"] == 30 and reports["gh200"]["simulated"] == 12
-    assert reports["moe"]["simulated"] == 9
+    assert reports["moe"]["simulated"] == 9 and reports["inference"]["simulated"] == 34
+    assert reports["inference"]["kind"] == "inference_points"
     assert all(r["failed"] == 0 for r in reports.values()), reports
-    skipped = captured.err.strip().splitlines()
-    assert len(skipped) == 1, skipped
-    assert "skipping inference" in skipped[0]
+    assert not captured.err.strip()
 
 
 @pytest.mark.parametrize("argv", [["validate"], ["validate", "--json"],
@@ -147,8 +152,7 @@ def test_validate_needs_one_file_or_all(argv: list[str],
     assert "usage:" in capsys.readouterr().err
 
 
-def test_a_set_in_a_schema_ghsim_cannot_load_yet_exits_2(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate", "inference"]) == 2
+def test_a_file_of_another_kind_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(ROOT / "configs" / "systems" / "dgx-h100.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "inference_points" in err[0], err
+    assert len(err) == 1 and "validation_points" in err[0], err

@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ghsim.config import scenario_from_spec
+from ghsim.config import scenario_from_spec, serving_scenario_from_spec
 from ghsim.config.loader import load_entries
 from ghsim.config.schema import InferencePointSpec, ValidationPointSpec
 from ghsim.engine.simulate import simulate
 from ghsim.errors import InputError
+from ghsim.serving import simulate_serving
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,6 @@ class ServingOutcome:
 
 def validate_inference_point(point: InferencePointSpec, source: str) -> ServingOutcome:
     """Simulate one inference point and compare its throughput (and mean latencies)."""
-    from ghsim.config import serving_scenario_from_spec
-    from ghsim.serving import simulate_serving
-
     measured = point.measured
     try:
         result = simulate_serving(serving_scenario_from_spec(point.scenario, source)).to_dict()

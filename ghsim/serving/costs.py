@@ -6,8 +6,10 @@ prefilled and one token of every decoding sequence. Per layer on each of the rep
 * the linear layers are GEMMs with M = every token of the iteration: a roofline of their FLOPs
   at the GPU's measured GEMM efficiency (M padded to the tensor core's instruction tile, the SMs
   filled by split-K / stream-K as cuBLASLt and TensorRT-LLM do for small M, or the training wave
-  model where that is better) against their bytes, the weights above all, at HBM's STREAM rate;
-  decode is weight-streaming, prefill compute-bound, as the hardware makes them;
+  model where that is better) against their bytes, the weights above all, at the bandwidth a
+  skinny GEMM measurably reaches (``gpu.memory.skinny_gemm_efficiency``, below STREAM: few rows
+  leave too few loads in flight); decode is weight-streaming, prefill compute-bound, as the
+  hardware makes them;
 * MoE layers read only the experts their tokens are routed to: of ``E`` experts with top-k
   routing, ``M`` tokens touch ``E (1 - (1 - k/E)^M)`` of them (balanced routing), each a GEMM
   of ``M k / E`` rows;
@@ -29,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 
 from ghsim.config.schema import ServingScenarioSpec
+from ghsim.config.schema.hardware import HostLinkUse
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model
 from ghsim.errors import ConfigError
@@ -113,6 +116,11 @@ class IterationModel:
         self.gpu: GpuCostModel = gpu_cost_model(part, spec.system.node.gpu_clock_ghz)
         gpu = part.gpu
         assert gpu is not None
+        skinny = gpu.memory.rate_bytes_per_s("skinny_gemm")
+        if skinny is None:
+            raise ConfigError(part.name, "gpu.memory.skinny_gemm_efficiency", "is needed to "
+                              "cost decode's weight-streaming GEMMs (with a source)")
+        self.weight_stream_bytes_per_s = skinny
         mma_m = gpu.compute.gemm_min_tile_m
         if mma_m is None:
             raise ConfigError(part.name, "gpu.compute.gemm_min_tile_m",
@@ -156,18 +164,21 @@ class IterationModel:
 
     @staticmethod
     def _host_rates(spec: ServingScenarioSpec) -> HostRates | None:
-        if spec.inference.kv_offload.policy == "none":
+        """The host-link rate the KV offload policy uses: in-place reads (in_place) or
+        copy-engine copies to the GPU (reload); a :class:`ConfigError` if it is not known."""
+        policy = spec.inference.kv_offload.policy
+        if policy == "none":
             return None
         part = spec.system.node.gpu
         assert part.gpu is not None
         link = part.gpu.host_link
-        read = link.rate_bytes_per_s("gpu_read_host")
-        copy = link.rate_bytes_per_s("h2d_copy")
-        if read is None or copy is None:
-            key = "gpu_read_host_efficiency" if read is None else "h2d_copy_efficiency"
-            raise ConfigError(part.name, f"gpu.host_link.{key}",
-                              "is needed to cost KV cache offload (with a source)")
-        return HostRates(read, copy, link.type)
+        use: HostLinkUse = "gpu_read_host" if policy == "in_place" else "h2d_copy"
+        rate = link.rate_bytes_per_s(use)
+        if rate is None:
+            raise ConfigError(part.name, f"gpu.host_link.{use}_efficiency", f"is needed to "
+                              f"cost KV cache offload policy {policy!r} (with a source)")
+        return HostRates(rate if policy == "in_place" else 0.0,
+                         rate if policy == "reload" else 0.0, link.type)
 
     # -- kernels -------------------------------------------------------------------------------
 
@@ -189,7 +200,7 @@ class IterationModel:
         peak = self.gpu._lookup(self.gpu.peak_flops, dtype, "flops_per_clock_per_sm")
         efficiency = self.gpu._lookup(self.gpu.gemm_efficiency, dtype, "gemm_efficiency")
         compute = flops / (peak * efficiency * shape)
-        memory = nbytes / self.gpu.hbm_bytes_per_s
+        memory = nbytes / self.weight_stream_bytes_per_s
         return max(compute, memory), compute >= memory
 
     def _gemm(self, cost: IterationCost, m: float, n: int, k: int, dtype: str,

@@ -64,6 +64,8 @@ class Iterations:
     waiting: list[int] = field(default_factory=list)
     hbm_blocks_used: list[int] = field(default_factory=list)
     host_blocks_used: list[int] = field(default_factory=list)
+    tokens_out: list[int] = field(default_factory=list)
+    """Tokens the iteration returns: one per decoding request, one per prompt it finishes."""
 
 
 @dataclass
@@ -230,7 +232,8 @@ class ReplicaEngine:
             batch = self._batch(chunks)
             cost = self.model.iteration(batch, self._running())
             seconds = cost.total_s
-            self._record(batch, seconds)
+            finished = sum(1 for r, take in chunks if r.prefilled + take == r.input_tokens)
+            self._record(batch, seconds, self.decode_requests + finished)
             for key, value in cost.parts.items():
                 self.parts[key] += value
             if self.waiting:
@@ -239,8 +242,9 @@ class ReplicaEngine:
             self.iteration += 1
             self._advance(chunks)
 
-    def _record(self, batch: Batch, seconds: float) -> None:
+    def _record(self, batch: Batch, seconds: float, tokens: int) -> None:
         log = self.log
+        log.tokens_out.append(tokens)
         log.start_s.append(self.env.now)
         log.duration_s.append(seconds)
         log.running.append(self._running())

@@ -237,7 +237,7 @@ def serving_memory(spec: ServingScenarioSpec) -> ServingMemory:
     inference, scheduler = spec.inference, spec.inference.scheduler
     gpu_part = spec.system.node.gpu
     assert gpu_part.gpu is not None
-    capacity = gpu_part.gpu.memory.capacity_gib * GIB
+    capacity = gpu_part.gpu.memory.capacity_bytes
     weights = weight_bytes_per_gpu(spec)
     activations = activation_bytes(spec)
     logits = engine_limits(spec)[0] * inference.beam_width * spec.model.vocab * 4.0 / (

@@ -54,10 +54,15 @@ def draw_lengths(length: int | LengthSpec, count: int, rng: np.random.Generator)
     return np.clip(values, low, high).astype(np.int64)
 
 
-def replica_requests(spec: RequestsSpec, replicas: int, seed: int) -> list[Request]:
-    """The requests one replica serves: ``count / replicas`` of them (rounded up), with lengths
-    drawn from the scenario's seed; arrivals are set by the arrival process."""
-    count = math.ceil(spec.count / replicas)
+def replica_requests(spec: RequestsSpec, replicas: int, seed: int,
+                     rate_per_s: float | None = None) -> list[Request]:
+    """The requests one replica serves: ``count / replicas`` of them (rounded up; at a Poisson
+    ``rate_per_s`` at least ``min_duration_s`` worth), with lengths drawn from the scenario's
+    seed; arrivals are set by the arrival process."""
+    total = spec.count
+    if rate_per_s is not None and spec.min_duration_s is not None:
+        total = max(total, math.ceil(rate_per_s * spec.min_duration_s))
+    count = math.ceil(total / replicas)
     rng = np.random.default_rng(seed)
     inputs = draw_lengths(spec.input_tokens, count, rng)
     outputs = draw_lengths(spec.output_tokens, count, rng)

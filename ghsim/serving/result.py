@@ -15,6 +15,7 @@ from ghsim.outputs import NONFINITE, nonfinite_path
 from ghsim.serving.costs import PARTS, RESOURCE_OF, IterationModel
 from ghsim.serving.engine import EngineRun
 from ghsim.serving.memory import ServingMemory
+from ghsim.serving.requests import Request
 from ghsim.units import GIB
 from ghsim.version import __version__
 
@@ -133,6 +134,19 @@ def _advice(scenario: ServingScenario, bottleneck: dict[str, Any],
     return tips
 
 
+def _arrival_window_rate(run: EngineRun, measured: list[Request], fallback: float) -> float:
+    """Tokens returned per second while requests were still arriving: the steady state of a
+    server or of closed-loop clients (stable: rate x mean output; overloaded: the capacity),
+    without the start-up and the drain after the last arrival."""
+    start = min(r.arrival_s for r in measured)
+    end = max(r.arrival_s for r in measured)
+    if end <= start:
+        return fallback
+    log = run.iterations
+    tokens = sum(n for t, n in zip(log.start_s, log.tokens_out, strict=True) if start <= t < end)
+    return float(tokens / (end - start))
+
+
 def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRun | None,
                  model: IterationModel, limits: tuple[int, int], searched_rate: float | None,
                  tried: list[dict[str, float | bool]],
@@ -171,7 +185,8 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
                 "advice": ["more HBM per replica (a larger tp), FP8 weights or KV offload"],
                 "warnings": warnings, "inputs": inputs}
         return ServingResult(data, None)
-    reqs = run.requests
+    skip = math.ceil(inference.requests.warmup / replicas)
+    reqs = sorted(run.requests, key=lambda r: r.arrival_s)[skip:] or run.requests
     out_tokens = float(sum(r.output_tokens for r in reqs))
     in_tokens = float(sum(r.input_tokens for r in reqs))
     start = min(r.arrival_s for r in reqs)
@@ -204,6 +219,8 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
                         "into a clock (no published measurement); set system.node."
                         "gpu_clock_ghz for a sustained clock")
     per_replica = out_tokens / span if span > 0 else math.nan
+    if inference.requests.arrival != "offline":
+        per_replica = _arrival_window_rate(run, reqs, per_replica)
     busy = sum(run.parts_s.values())
     data = {
         "output_tokens_per_s": per_replica * replicas,

@@ -29,8 +29,8 @@ from ghsim.serving.memory import (
 from ghsim.serving.requests import replica_requests, unit_gaps
 from ghsim.serving.result import ServingResult, build_result
 
-SEARCH_STEPS = 12
-"""Rate changes by 1.5x before the search gives up finding a bracket."""
+SEARCH_STEPS = 40
+"""Rate changes by 1.5x before the search gives up finding a bracket (1.5^40: 1e7x)."""
 BISECTIONS = 7
 """Bisections of the bracket: the rate is known to 1.5^(1/128), about 0.3 %."""
 
@@ -89,7 +89,7 @@ def _config(scenario: ServingScenario, memory: ServingMemory, rate: float | None
 def _run(scenario: ServingScenario, model: IterationModel, memory: ServingMemory,
          rate: float | None, limits: tuple[int, int]) -> EngineRun:
     spec = scenario.spec
-    requests = replica_requests(spec.inference.requests, scenario.replicas, spec.seed)
+    requests = replica_requests(spec.inference.requests, scenario.replicas, spec.seed, rate)
     gaps = unit_gaps(len(requests), spec.seed) if rate is not None else None
     engine = ReplicaEngine(model, _config(scenario, memory, rate, limits), requests, gaps)
     return engine.run()
@@ -100,11 +100,13 @@ def _percentile(values: np.ndarray, q: float) -> float:
 
 
 def meets_targets(run: EngineRun, scenario: ServingScenario) -> bool:
-    """Whether the run's latency percentiles meet the scenario's limits."""
+    """Whether the run's latency percentiles meet the scenario's limits (warm-up excluded)."""
     targets = scenario.spec.inference.latency_targets
-    ttft = np.array([r.first_token_s - r.arrival_s for r in run.requests])
+    skip = math.ceil(scenario.spec.inference.requests.warmup / scenario.replicas)
+    measured = sorted(run.requests, key=lambda r: r.arrival_s)[skip:] or run.requests
+    ttft = np.array([r.first_token_s - r.arrival_s for r in measured])
     tpot = np.array([(r.finish_s - r.first_token_s) / (r.output_tokens - 1)
-                     for r in run.requests if r.output_tokens > 1])
+                     for r in measured if r.output_tokens > 1])
     if targets.ttft_ms is not None and _percentile(ttft, targets.percentile) * 1e3 > (
             targets.ttft_ms):
         return False

@@ -25,14 +25,15 @@ from ghsim.config.schema.base import (
 )
 
 Dtype = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
-MemoryUse = Literal["read", "write", "stream", "elementwise", "softmax"]
+MemoryUse = Literal["read", "write", "stream", "elementwise", "softmax", "skinny_gemm"]
 HostLinkUse = Literal["h2d_copy", "d2h_copy", "gpu_read_host", "gpu_write_host",
                       "cpu_read_device", "cpu_write_device"]
 SharpFraction = Annotated[float, Field(gt=0, le=2)]
 """An efficiency that may exceed 1: NVLink SHARP reduces in the switch, so its bus bandwidth can
 be above the links' own."""
 
-MEMORY_USES: tuple[MemoryUse, ...] = ("read", "write", "stream", "elementwise", "softmax")
+MEMORY_USES: tuple[MemoryUse, ...] = ("read", "write", "stream", "elementwise", "softmax",
+                                     "skinny_gemm")
 HOST_LINK_USES: tuple[HostLinkUse, ...] = ("h2d_copy", "d2h_copy", "gpu_read_host",
                                            "gpu_write_host", "cpu_read_device",
                                            "cpu_write_device")
@@ -108,6 +109,9 @@ class MemorySpec(Spec):
     softmax_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
         "Bandwidth an unfused scale-mask-softmax over attention scores reaches in training "
         "(measured)", "softmax_efficiency", "peak_bandwidth_gb_s"))
+    skinny_gemm_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Serving: bandwidth a GEMM of few rows (decode's tokens) reaches streaming its weights "
+        "(measured)", "skinny_gemm_efficiency", "peak_bandwidth_gb_s"))
     read_efficiency: Fraction | None = Field(default=None, description=_efficiency(
         "Read bandwidth the owning chip reaches", "peak_bandwidth_gb_s"))
     write_efficiency: Fraction | None = Field(default=None, description=_efficiency(
@@ -119,6 +123,9 @@ class MemorySpec(Spec):
         "peak_bandwidth_gb_s"))
     softmax_efficiency: Fraction | None = Field(default=None, description=_efficiency(
         "Bandwidth an unfused scale-mask-softmax reaches in training", "peak_bandwidth_gb_s"))
+    skinny_gemm_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Serving: bandwidth a memory-bound GEMM of few rows reaches streaming its weights",
+        "peak_bandwidth_gb_s"))
     latency_ns: PositiveFloat | None = Field(
         default=None, description="Load latency of the owning chip (pointer chase). Enters "
         "the node graph's route latencies: it is the latency of the memory's link to its chip, "

@@ -79,6 +79,15 @@ class RequestsSpec(Spec):
         default=None, description="poisson: requests per second over all replicas.")
     concurrency: PositiveInt | None = Field(
         default=None, description="concurrency: clients over all replicas.")
+    min_duration_s: PositiveFloat | None = Field(
+        default=None, description="poisson: simulate at least this long, rate x min_duration_s "
+        "requests when that exceeds count (MLPerf's server runs last at least 600 s: an "
+        "arrival rate above capacity shows as a queue that grows with time, which a short run "
+        "cannot reveal).")
+    warmup: NonNegativeInt = Field(
+        default=0, description="The first requests (over all replicas) left out of the "
+        "latency and throughput statistics, as genai-perf's --warmup-request-count does: the "
+        "burst of a benchmark's start (every client sending at once) is not its steady state.")
 
     @model_validator(mode="after")
     def _consistent(self) -> RequestsSpec:
@@ -86,10 +95,15 @@ class RequestsSpec(Spec):
             raise ValueError("arrival 'poisson' needs rate_per_s")
         if self.arrival != "poisson" and self.rate_per_s is not None:
             raise ValueError("rate_per_s is only used with arrival 'poisson'")
+        if self.arrival != "poisson" and self.min_duration_s is not None:
+            raise ValueError("min_duration_s is only used with arrival 'poisson'")
         if self.arrival == "concurrency" and self.concurrency is None:
             raise ValueError("arrival 'concurrency' needs concurrency")
         if self.arrival != "concurrency" and self.concurrency is not None:
             raise ValueError("concurrency is only used with arrival 'concurrency'")
+        if self.warmup >= self.count:
+            raise ValueError(f"warmup ({self.warmup}) leaves no request of the {self.count} "
+                             f"to measure")
         return self
 
 

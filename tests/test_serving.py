@@ -1,0 +1,298 @@
+"""Serving simulation: hand-computed iterations, engine bookkeeping, memory, properties, the
+capacity effect of HBM size, KV offload, and the published points of validation/inference.yaml."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ghsim.config import load_any_scenario, serving_scenario_from_spec
+from ghsim.config.loader import load_entries
+from ghsim.config.schema import InferencePointSpec
+from ghsim.config.serving_layout import ServingScenario
+from ghsim.errors import InputError
+from ghsim.serving import simulate_serving
+from ghsim.serving.costs import Batch, IterationModel
+from ghsim.serving.memory import serving_memory, trtllm_bench_limits
+from ghsim.units import GIB
+from ghsim.workload.modelsize import parameter_count
+
+ROOT = Path(__file__).resolve().parents[1]
+POINTS = ROOT / "validation" / "inference.yaml"
+
+
+def scenario(**inference: Any) -> ServingScenario:
+    """A serving scenario from an inline mapping: Llama 3 8B on one H200 unless overridden."""
+    base: dict[str, Any] = {
+        "schema_version": 1, "kind": "scenario", "name": "t", "system": "dgx-h200",
+        "num_gpus": 1, "model": "llama3-8b",
+        "inference": {"precision": "bf16",
+                      "requests": {"count": 64, "input_tokens": 128, "output_tokens": 64}},
+    }
+    for key, value in inference.items():
+        if key in ("system", "num_gpus", "model", "parallelism"):
+            base[key] = value
+        else:
+            base["inference"][key] = value
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "scenario.yaml"
+        path.write_text(yaml.safe_dump(base))
+        loaded = load_any_scenario(path)
+    assert isinstance(loaded, ServingScenario)
+    return loaded
+
+
+# -- iteration costs by hand ----------------------------------------------------------------------
+
+
+def test_bandwidth_bound_decode_step_is_the_weight_and_kv_read_time() -> None:
+    """64 sequences of 8,000 cached tokens on one H200, BF16: each decode iteration reads the
+    weights once and every sequence's KV cache; launches, norms and the host add the rest."""
+    s = scenario(requests={"count": 64, "input_tokens": 8000, "output_tokens": 256},
+                 scheduler={"max_batch_size": 64, "chunked_prefill": True})
+    result = simulate_serving(s)
+    run = result.run
+    assert run is not None
+    log = run.iterations
+    decode = [i for i, p in enumerate(log.prefill_tokens) if p == 0 and log.decode_seqs[i] == 64]
+    assert len(decode) > 30
+    memory = serving_memory(s.spec)
+    count = parameter_count(s.spec.model)
+    read_weights = (count.total - count.embedding) * 2.0  # BF16, all but the embedding table
+    weight_rate = 4800e9 * 0.6567  # H200 HBM3e peak x skinny-GEMM efficiency (configs/hardware)
+    kv_rate = 4800e9 * 0.8501  # x STREAM efficiency: decode attention reads the KV cache
+    # Each sequence holds its prompt, its first token and at most 255 tokens generated since.
+    low = read_weights / weight_rate + 64 * 8001 * memory.kv_bytes_per_token / kv_rate
+    high = read_weights / weight_rate + 64 * (8001 + 255) * memory.kv_bytes_per_token / kv_rate
+    for i in decode:
+        assert low <= log.duration_s[i] <= 1.10 * high
+
+
+def test_iteration_parts_add_up_and_move_with_the_batch() -> None:
+    model = IterationModel(scenario())
+    small = model.iteration(Batch(decode_seqs=8, logits_rows=8, decode_ctx_hbm=8 * 1000), 8)
+    large = model.iteration(Batch(decode_seqs=256, logits_rows=256,
+                                  decode_ctx_hbm=256 * 1000), 256)
+    assert small.total_s == pytest.approx(sum(small.parts.values()))
+    # Weight reads do not grow with the batch (decode is weight-streaming); KV reads do,
+    # 32x for 32x the sequences.
+    assert large.parts["weights"] <= small.parts["weights"] * 1.0001
+    assert large.parts["kv_read"] == pytest.approx(32 * small.parts["kv_read"], rel=0.05)
+    prefill = model.iteration(Batch(prefill_tokens=8192, prefill_pairs=8192 * 4096.5,
+                                    logits_rows=1), 1)
+    assert prefill.parts["gemm"] > prefill.parts["weights"]  # prefill is compute-bound
+
+
+def test_small_m_gemm_is_memory_bound_and_large_m_compute_bound() -> None:
+    model = IterationModel(scenario())
+    n = k = 4096
+    weights = n * k * 2.0
+    seconds, compute = model.gemm_s(16, n, k, "bf16", weights)
+    assert not compute
+    assert seconds == pytest.approx((weights + 16 * (k * 2 + n * 2))
+                                    / model.weight_stream_bytes_per_s)
+    _, compute = model.gemm_s(8192, n, k, "bf16", weights)
+    assert compute
+
+
+# -- engine bookkeeping ---------------------------------------------------------------------------
+
+
+def test_iteration_counts_of_in_flight_and_one_at_a_time() -> None:
+    """Four requests that all fit: one prefill iteration, then output - 1 decode iterations;
+    with max_batch_size 1 each request takes its own output-token count of iterations."""
+    lengths = {"count": 4, "input_tokens": 100, "output_tokens": 10}
+    together = simulate_serving(scenario(requests=lengths)).run
+    assert together is not None
+    assert len(together.iterations.start_s) == 1 + 9
+    alone = simulate_serving(scenario(requests=lengths, scheduler={"max_batch_size": 1})).run
+    assert alone is not None
+    assert len(alone.iterations.start_s) == 4 * 10
+    first = sorted(r.first_token_s for r in alone.requests)
+    assert first == sorted(first) and first[0] < first[-1]
+    assert all(r.finish_s > r.first_token_s for r in alone.requests)
+
+
+def test_static_batching_waits_for_the_longest_request() -> None:
+    lengths = {"count": 4, "input_tokens": 100,
+               "output_tokens": {"distribution": "uniform", "mean": 30, "min": 10, "max": 50}}
+    static = simulate_serving(scenario(requests=lengths, scheduler={
+        "policy": "static", "max_batch_size": 2})).run
+    inflight = simulate_serving(scenario(requests=lengths, scheduler={
+        "max_batch_size": 2})).run
+    assert static is not None and inflight is not None
+    assert static.end_s > inflight.end_s
+
+
+def test_token_budget_splits_prompts_with_chunked_prefill() -> None:
+    s = scenario(requests={"count": 1, "input_tokens": 5000, "output_tokens": 2},
+                 scheduler={"max_num_tokens": 2048, "chunked_prefill": True})
+    run = simulate_serving(s).run
+    assert run is not None
+    assert run.iterations.prefill_tokens[:3] == [2048, 2048, 904]
+
+
+def test_prompt_longer_than_the_budget_without_chunking_is_an_input_error() -> None:
+    s = scenario(requests={"count": 1, "input_tokens": 5000, "output_tokens": 2},
+                 scheduler={"max_num_tokens": 2048})
+    with pytest.raises(InputError, match="chunked_prefill"):
+        simulate_serving(s)
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+def test_weights_and_kv_bytes_by_hand() -> None:
+    s = scenario(precision="fp8", model="llama3-70b")
+    memory = serving_memory(s.spec)
+    # FP8 linear layers, BF16 embedding and lm_head (ModelOpt leaves them), BF16 norms
+    count = parameter_count(s.spec.model)
+    norms = 80 * count.norms_per_layer + count.final_norm
+    linear = count.total - count.embedding - count.output - norms
+    assert memory.weights_bytes == linear + 2 * (count.embedding + count.output + norms)
+    assert memory.kv_bytes_per_token == 2 * 80 * 8 * 128 * 1  # FP8 KV cache by default
+    tp2 = serving_memory(scenario(precision="fp8", model="llama3-70b", num_gpus=2,
+                                  parallelism={"tp": 2}).spec)
+    assert tp2.kv_bytes_per_token == memory.kv_bytes_per_token / 2
+    # tp splits the linear layers and the lm_head; the embedding and the norms are replicated
+    assert tp2.weights_bytes == (linear + 2 * count.output) / 2 + 2 * (count.embedding + norms)
+
+
+def test_trtllm_bench_heuristic_by_hand() -> None:
+    """Llama 3.1 70B FP8 on one H100 at 128/2048: (80 GiB - 70.55e9 B) x 0.95 of KV room at
+    160 KiB a token holds 40.8 requests of 2176 tokens: max_batch_size 64, tokens 2048."""
+    s = scenario(precision="fp8", model="llama3.1-70b", system="dgx-h100")
+    weight = parameter_count(s.spec.model).total / GIB
+    requests = (80 - weight) * 0.95 / (2 * 80 * 8 * 128 / GIB * 2176)
+    assert requests == pytest.approx(40.8, abs=0.1)
+    assert trtllm_bench_limits(s.spec, 128, 2048) == (64, 2048)
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+
+def test_more_hbm_never_lowers_throughput() -> None:
+    rates = []
+    for gib in (90, 100, 120, 141):
+        s = scenario(precision="fp8", model="llama3-70b",
+                     requests={"count": 200, "input_tokens": 1024, "output_tokens": 1024})
+        spec = s.spec
+        gpu = spec.system.node.gpu.gpu
+        assert gpu is not None
+        memory = gpu.memory.model_copy(update={"capacity_gib": gib})
+        part = spec.system.node.gpu.model_copy(update={"gpu": gpu.model_copy(
+            update={"memory": memory})})
+        system = spec.system.model_copy(update={"node": spec.system.node.model_copy(
+            update={"gpu": part})})
+        rates.append(simulate_serving(ServingScenario(
+            spec.model_copy(update={"system": system}), s.layout, "t")).output_tokens_per_s)
+    assert rates == sorted(rates) and rates[-1] > 1.5 * rates[0]
+
+
+def test_server_beyond_saturation_reports_growing_ttft() -> None:
+    def ttft(count: int) -> float:
+        s = scenario(requests={"count": count, "input_tokens": 512, "output_tokens": 128,
+                               "arrival": "poisson", "rate_per_s": 500.0})
+        return float(simulate_serving(s).to_dict()["ttft_s"]["mean"])
+
+    assert ttft(800) > 1.5 * ttft(400)
+
+
+def test_rate_search_meets_the_targets_and_the_next_rate_does_not() -> None:
+    s = scenario(requests={"count": 300, "input_tokens": 512, "output_tokens": 128,
+                           "arrival": "poisson", "rate_per_s": 1.0},
+                 latency_targets={"ttft_ms": 500, "tpot_ms": 50}, find_max_rate=True)
+    data = simulate_serving(s).to_dict()
+    assert data["latency_targets"]["met"]
+    tried = data["rate_search"]["tried"]
+    rate = data["rate_search"]["rate_per_s"]
+    assert any(not t["meets_targets"] and t["rate_per_s"] > rate for t in tried)
+    assert all(t["rate_per_s"] <= rate for t in tried if t["meets_targets"])
+
+
+def test_long_context_runs_with_kv_offload_and_is_bound_by_c2c() -> None:
+    """One 400k-token prompt of Llama 3 70B FP8 needs 61 GiB of KV cache: more than a GH200
+    96 GB leaves (25 GiB). Without offload it cannot be served; with the rest in LPDDR5X,
+    read in place over NVLink-C2C or copied back for every iteration, it runs, and C2C
+    bounds it."""
+    lengths = {"count": 1, "input_tokens": 400_000, "output_tokens": 8000}
+    base = {"system": "gh200-single", "model": "llama3-70b", "precision": "fp8",
+            "requests": lengths, "scheduler": {"chunked_prefill": True}}
+    alone = simulate_serving(scenario(**base)).to_dict()
+    assert not alone["memory"]["fits"] and alone["output_tokens_per_s"] == 0
+    offloaded = simulate_serving(scenario(**base, kv_offload={"policy": "in_place"})).to_dict()
+    assert offloaded["memory"]["fits"]
+    assert offloaded["memory"]["host"]["peak_bytes"] > 10 * GIB
+    assert offloaded["bottleneck"]["resource"] == "c2c"
+    reloaded = simulate_serving(scenario(**base, kv_offload={"policy": "reload"})).to_dict()
+    assert reloaded["bottleneck"]["resource"] == "c2c"
+
+
+def test_offload_over_pcie_is_slower_than_over_c2c() -> None:
+    lengths = {"count": 4, "input_tokens": 60_000, "output_tokens": 500}
+    rates = {}
+    for system in ("gh200-single", "dgx-h100"):
+        s = scenario(system=system, model="llama3-70b", precision="fp8", requests=lengths,
+                     scheduler={"chunked_prefill": True}, kv_offload={"policy": "reload"})
+        rates[system] = simulate_serving(s).output_tokens_per_s
+    assert rates["gh200-single"] > 2 * rates["dgx-h100"]
+
+
+# -- published points -----------------------------------------------------------------------------
+
+
+def _point(point_id: str) -> InferencePointSpec:
+    for entry in load_entries(POINTS, "inference_points", "points", InferencePointSpec):
+        assert isinstance(entry, InferencePointSpec)
+        if entry.id == point_id:
+            return entry
+    raise KeyError(point_id)
+
+
+def _predicted(point_id: str) -> float:
+    point = _point(point_id)
+    return simulate_serving(serving_scenario_from_spec(point.scenario, str(POINTS))
+                            ).output_tokens_per_s
+
+
+def test_capacity_effect_of_hbm_size_matches_the_published_ratios() -> None:
+    """TensorRT-LLM's tables (perf-overview.md, 0.15 and 0.17), Llama 3.1 70B FP8 TP1 at
+    128/2048: GH200 96 GB / H100 80 GB = 1940.3 / 804.7 = 2.41; H200 / GH200 = 4165.7 /
+    2082.7 = 2.00. The predicted ratios must be within 15 %."""
+    gh200 = _predicted("trtllm015_gh200_96_llama31_70b_128_2048_tp1")
+    h100 = _predicted("trtllm015_h100_llama31_70b_128_2048_tp1")
+    h200 = _predicted("trtllm017_h200_llama31_70b_128_2048_tp1")
+    assert gh200 / h100 == pytest.approx(1940.3 / 804.7, rel=0.15)
+    assert h200 / gh200 == pytest.approx(4165.7 / 2082.7, rel=0.15)
+
+
+def test_nim_curve_saturates_at_the_kv_capacity() -> None:
+    """NIM 1.8, Llama 3.3 70B FP8 TP2 on 2x H100, 5000/500: throughput saturates near 920
+    tokens/s from 100 clients while inter-token latency flattens near 93 ms."""
+    c50, c100, c250 = (_predicted(f"nim_llama33_70b_2xh100_tp2_5000_500_c{c}")
+                       for c in (50, 100, 250))
+    assert c100 > c50
+    assert c250 == pytest.approx(c100, rel=0.10)
+    assert c100 == pytest.approx(917.3, rel=0.15)
+
+
+def test_validation_file_converts_every_point() -> None:
+    entries = list(load_entries(POINTS, "inference_points", "points", InferencePointSpec))
+    assert len(entries) == 34
+    assert all(isinstance(e, InferencePointSpec) for e in entries)
+
+
+def test_inline_mapping_and_file_loading_agree(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("schema_version: 1\nkind: scenario\nsystem: dgx-h200\nnum_gpus: 1\n"
+                    "model: llama3-8b\ninference:\n  precision: bf16\n  requests:\n"
+                    "    count: 64\n    input_tokens: 128\n    output_tokens: 64\n")
+    loaded = load_any_scenario(path)
+    assert isinstance(loaded, ServingScenario)
+    assert math.isclose(simulate_serving(loaded).output_tokens_per_s,
+                        simulate_serving(scenario()).output_tokens_per_s)
