@@ -132,8 +132,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """Show a system, model, scenario, hardware part or validation file as resolved."""
     from rich.console import Console
 
-    from ghsim.config import load_file, scenario_from_spec
-    from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
+    from ghsim.config import load_file, scenario_from_spec, serving_scenario_from_spec
+    from ghsim.config.schema import ModelSpec, ScenarioSpec, ServingScenarioSpec, SystemSpec
     from ghsim.config.search import display, locate_any
     from ghsim.report import console as render
     from ghsim.report.views import (
@@ -155,6 +155,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             from ghsim.report.routes import routes_view  # numpy and networkx: only here
 
             view["routes"] = routes_view(scenario)
+    elif isinstance(spec, ServingScenarioSpec):
+        from ghsim.report.serving import render_serving_view, serving_view
+
+        if args.workload or args.routes:
+            raise InputError(args.file, "inference", "--workload and --routes show a training "
+                             "step's work; a serving scenario has none")
+        view = serving_view(serving_scenario_from_spec(
+            spec, display(path) if path else args.file, args.overrides))
     elif isinstance(spec, SystemSpec):
         view = system_view(spec, args.gpus)
     elif isinstance(spec, ModelSpec):
@@ -168,7 +176,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     console = Console()
     renderer: Callable[[dict[str, Any], Console], None] | None = {
         "system": render.render_system, "model": render.render_model,
-        "scenario": render.render_scenario,
+        "scenario": render.render_scenario, "serving_scenario": _serving_renderer(),
     }.get(view["kind"])
     if renderer is None:
         console.print_json(data=view)
@@ -179,6 +187,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if "routes" in view:
         render.render_routes(view["routes"], console)
     return 0
+
+
+def _serving_renderer() -> Callable[[dict[str, Any], Any], None]:
+    from ghsim.report.serving import render_serving_view
+
+    return render_serving_view
 
 
 def _write_outputs(directory: Path, result: Result, name: str) -> None:

@@ -16,11 +16,16 @@ def test_schema_of_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     schemas = json.loads(capsys.readouterr().out)
     assert set(schemas) == set(SCHEMA_KINDS)
-    scenario = schemas["scenario"]
-    assert scenario["properties"]["kind"] == {"const": "scenario"}
-    assert {"schema_version", "kind", "system", "model", "training"} <= set(scenario["required"])
-    # A reference field takes a name or an inline mapping.
-    assert scenario["properties"]["system"]["anyOf"][0]["type"] == "string"
+    # A scenario is a training step or a served model.
+    training, serving = schemas["scenario"]["anyOf"]
+    for scenario, block in ((training, "training"), (serving, "inference")):
+        assert scenario["properties"]["kind"] == {"const": "scenario"}
+        assert {"schema_version", "kind", "system", "model", block} <= set(scenario["required"])
+        # A reference field takes a name or an inline mapping.
+        assert scenario["properties"]["system"]["anyOf"][0]["type"] == "string"
+    for spec in ("InferenceSpec", "RequestsSpec", "SchedulerSpec", "KvOffloadSpec"):
+        properties = schemas["scenario"]["$defs"][spec]["properties"]
+        assert all(p.get("description") for p in properties.values()), spec
 
 
 def test_schema_of_one_kind(capsys: pytest.CaptureFixture[str]) -> None:

@@ -296,3 +296,42 @@ def test_inline_mapping_and_file_loading_agree(tmp_path: Path) -> None:
     assert isinstance(loaded, ServingScenario)
     assert math.isclose(simulate_serving(loaded).output_tokens_per_s,
                         simulate_serving(scenario()).output_tokens_per_s)
+
+
+# -- the command line -----------------------------------------------------------------------------
+
+
+def test_run_writes_result_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from ghsim.cli import main
+
+    out = tmp_path / "out"
+    assert main(["run", "llama3.1-70b-fp8-gh200-serving", "--set", "inference.requests.count=200",
+                 "-o", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "serving" and data["output_tokens_per_s"] > 0
+    assert json.loads((out / "result.json").read_text()) == data
+    trace = json.loads((out / "trace.json").read_text())["traceEvents"]
+    assert {e["ph"] for e in trace} >= {"X", "C", "M"}
+    assert main(["inspect", "llama3.1-70b-fp8-gh200-serving", "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["kind"] == "serving_scenario" and view["memory_per_gpu"]["kv_blocks"] > 0
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("inference.requests.arrival=poisson", "inference.requests"),
+    ("inference.scheduler.max_num_tokens=64", "inference.requests.input_tokens"),
+    ("inference.requests.concurrency=3", "inference.requests"),
+    ("parallelism.tp=3", "parallelism.tp"),
+    ("inference.kv_offload.policy=sideways", "inference.kv_offload.policy"),
+])
+def test_bad_serving_input_is_one_line_and_exit_2(
+        override: str, key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from ghsim.cli import main
+
+    base = ["run", "llama3.1-70b-fp8-gh200-serving", "--set",
+            "inference.scheduler.chunked_prefill=false", "--set", override]
+    assert main(base) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0], err

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ghsim.config.serving_layout import ServingScenario
 from ghsim.report.console import _safe, _show, is_plain, wrap_name
 from ghsim.serving.engine import EngineRun
 from ghsim.units import format_bytes
@@ -108,3 +109,53 @@ def serving_trace(run: EngineRun, keep: int) -> dict[str, Any]:
                        "args": {"hbm": log.hbm_blocks_used[i],
                                 "host": log.host_blocks_used[i]}})
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def serving_view(scenario: ServingScenario) -> dict[str, Any]:
+    """``ghsim inspect`` of a serving scenario: the layout, the engine's limits and the memory
+    budget of one GPU (what the KV cache holds), without simulating."""
+    from ghsim.serving.memory import engine_limits, mean_tokens, serving_memory
+
+    spec = scenario.spec
+    memory = serving_memory(spec)
+    requests = spec.inference.requests
+    tokens = mean_tokens(requests.input_tokens) + mean_tokens(requests.output_tokens)
+    per_request = spec.inference.beam_width * -(-tokens // memory.block_tokens)
+    batch, budget = engine_limits(spec)
+    return {
+        "kind": "serving_scenario", "name": scenario.name, "source": scenario.source,
+        "system": spec.system.name, "model": spec.model.name, "num_gpus": spec.num_gpus,
+        "replicas": scenario.replicas, "tp": spec.parallelism.tp, "ep": spec.parallelism.ep,
+        "precision": spec.inference.precision, "kv_cache_dtype": spec.inference.kv_dtype,
+        "max_batch_size": batch, "max_num_tokens": budget,
+        "memory_per_gpu": {
+            "capacity_bytes": memory.capacity_bytes, "weights_bytes": memory.weights_bytes,
+            "activation_bytes": memory.activation_bytes, "logits_bytes": memory.logits_bytes,
+            "runtime_bytes": memory.runtime_bytes, "kv_pool_bytes": memory.kv_pool_bytes,
+            "kv_bytes_per_token": memory.kv_bytes_per_token, "kv_blocks": memory.hbm_blocks,
+            "host_kv_bytes": memory.host_kv_bytes, "fits": memory.fits,
+        },
+        "mean_requests_in_hbm": memory.hbm_blocks / per_request if per_request else 0.0,
+    }
+
+
+@_safe
+def render_serving_view(view: dict[str, Any], console: Console) -> None:
+    """The terminal form of :func:`serving_view`."""
+    memory = view["memory_per_gpu"]
+    console.print(f"[bold]{view['name']}[/]: {view['model']} on {view['num_gpus']} GPU(s) of "
+                  f"{view['system']}, {view['replicas']} replica(s) of tp {view['tp']}"
+                  f"{' ep ' + str(view['ep']) if view['ep'] > 1 else ''}; "
+                  f"{view['precision']} weights, {view['kv_cache_dtype']} KV cache")
+    console.print(f"engine: max_batch_size {view['max_batch_size']}, max_num_tokens "
+                  f"{view['max_num_tokens']}")
+    console.print(f"HBM per GPU {format_bytes(memory['capacity_bytes'])}: weights "
+                  f"{format_bytes(memory['weights_bytes'])}, activations "
+                  f"{format_bytes(memory['activation_bytes'])}, logits "
+                  f"{format_bytes(memory['logits_bytes'])}, runtime "
+                  f"{format_bytes(memory['runtime_bytes'])}, KV cache "
+                  f"{format_bytes(max(0.0, memory['kv_pool_bytes']))} "
+                  f"({memory['kv_blocks']:,} blocks, "
+                  f"{format_bytes(memory['kv_bytes_per_token'])} a token)")
+    console.print(f"the KV cache holds {view['mean_requests_in_hbm']:.1f} requests of the "
+                  f"mean length")

@@ -83,6 +83,16 @@ class EngineRun:
     peak_host_blocks: int
 
 
+def request_blocks(request: Request, block_tokens: int, beams: int) -> int:
+    """KV blocks reserved for a request to completion: the prompt's full blocks once (the beams
+    share them), the rest (the prompt's last partial block and the output limit) per beam, as
+    TensorRT-LLM's KV cache manager counts them (getRemainingBlocksToCompletion: context blocks
+    plus generation blocks times the beam width)."""
+    tokens = max(request.reserve_tokens, request.input_tokens + request.output_tokens)
+    shared = request.input_tokens // block_tokens if beams > 1 else 0
+    return shared + beams * (blocks_for(tokens, block_tokens) - shared)
+
+
 class ReplicaEngine:
     """One replica's scheduler loop and arrival process(es)."""
 
@@ -142,8 +152,7 @@ class ReplicaEngine:
     # -- KV blocks -----------------------------------------------------------------------------
 
     def _blocks(self, request: Request) -> int:
-        tokens = request.input_tokens + request.output_tokens
-        return self.config.beam_width * blocks_for(tokens, self.config.block_tokens)
+        return request_blocks(request, self.config.block_tokens, self.config.beam_width)
 
     def _reserve(self, request: Request) -> bool:
         need = self._blocks(request)

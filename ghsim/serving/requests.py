@@ -20,6 +20,8 @@ class Request:
     arrival_s: float = 0.0
     first_token_s: float = math.nan
     finish_s: float = math.nan
+    reserve_tokens: int = 0
+    """Tokens the KV cache is reserved for at admission: the prompt and the output limit."""
     blocks: int = 0
     """KV blocks reserved (every beam, prompt and output)."""
     host_blocks: int = 0
@@ -66,8 +68,11 @@ def replica_requests(spec: RequestsSpec, replicas: int, seed: int,
     rng = np.random.default_rng(seed)
     inputs = draw_lengths(spec.input_tokens, count, rng)
     outputs = draw_lengths(spec.output_tokens, count, rng)
-    return [Request(i, int(a), int(b)) for i, (a, b) in enumerate(zip(inputs, outputs,
-                                                                      strict=True))]
+    limit = spec.max_output_tokens
+    if limit is not None:
+        outputs = np.minimum(outputs, limit)
+    return [Request(i, int(a), int(b), reserve_tokens=int(a) + int(limit if limit else b))
+            for i, (a, b) in enumerate(zip(inputs, outputs, strict=True))]
 
 
 def unit_gaps(count: int, seed: int) -> np.ndarray:

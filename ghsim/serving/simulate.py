@@ -19,7 +19,7 @@ from ghsim.config.schema.serving import LengthSpec
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.errors import ConfigError
 from ghsim.serving.costs import IterationModel
-from ghsim.serving.engine import EngineConfig, EngineRun, ReplicaEngine
+from ghsim.serving.engine import EngineConfig, EngineRun, ReplicaEngine, request_blocks
 from ghsim.serving.memory import (
     ServingMemory,
     check_servable,
@@ -163,9 +163,8 @@ def simulate_serving(scenario: ServingScenario) -> ServingResult:
     if not memory.fits:
         return build_result(scenario, memory, None, model, limits, None, [])
     requests = spec.inference.requests
-    biggest = max(r.input_tokens + r.output_tokens
-                  for r in replica_requests(requests, scenario.replicas, spec.seed))
-    blocks = spec.inference.beam_width * math.ceil(biggest / memory.block_tokens)
+    blocks = max(request_blocks(r, memory.block_tokens, spec.inference.beam_width)
+                 for r in replica_requests(requests, scenario.replicas, spec.seed))
     usable = memory.hbm_blocks + (memory.host_blocks
                                   if spec.inference.kv_offload.policy != "none" else 0)
     if blocks > usable:

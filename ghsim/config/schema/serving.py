@@ -37,9 +37,10 @@ class LengthSpec(Spec):
         "`min` to `max`; normal / lognormal: that mean and `std`, clipped to [min, max] (the "
         "mean is then the clipped distribution's only approximately).",
     )
-    mean: PositiveFloat
-    std: NonNegativeFloat = 0.0
-    min: PositiveInt = 1
+    mean: PositiveFloat = Field(description="Mean tokens.")
+    std: NonNegativeFloat = Field(default=0.0, description="Standard deviation (normal, "
+                                  "lognormal).")
+    min: PositiveInt = Field(default=1, description="Lower clip (uniform: lowest value).")
     max: PositiveInt | None = Field(default=None, description="Default: no upper clip.")
 
     @model_validator(mode="after")
@@ -69,6 +70,13 @@ class RequestsSpec(Spec):
     input_tokens: Length = Field(description="Prompt tokens: a number, or a distribution.")
     output_tokens: Length = Field(description="Generated tokens (at least 1: the first is "
                                   "produced by the prefill).")
+    max_output_tokens: PositiveInt | None = Field(
+        default=None, description="The output limit each request carries (max_new_tokens / "
+        "max_tokens): the KV cache is reserved for the prompt and this many tokens at "
+        "admission (GUARANTEED_NO_EVICT cannot know where a request will stop), so a limit "
+        "far above the real lengths admits fewer requests. Default: each request's own output "
+        "length (a benchmark of fixed lengths sets the limit to it). Outputs are clipped to "
+        "it.")
     arrival: Literal["offline", "poisson", "concurrency"] = Field(
         default="offline", description="offline: every request queued at time 0 (MLPerf "
         "offline, trtllm-bench at max load); poisson: arrivals at `rate_per_s` (MLPerf "
@@ -189,10 +197,13 @@ class InferenceSpec(Spec):
         default=1, description="Beams decoded per request (MLPerf GPT-J runs beam search with "
         "4); each beam is a sequence in the batch with its own KV, and one beam's tokens are "
         "returned.")
-    requests: RequestsSpec
-    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
-    kv_offload: KvOffloadSpec = Field(default_factory=KvOffloadSpec)
-    latency_targets: LatencyTargetsSpec = Field(default_factory=LatencyTargetsSpec)
+    requests: RequestsSpec = Field(description="The request stream.")
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Batching.")
+    kv_offload: KvOffloadSpec = Field(default_factory=KvOffloadSpec,
+                                      description="KV cache beyond HBM: none, in_place, reload.")
+    latency_targets: LatencyTargetsSpec = Field(
+        default_factory=LatencyTargetsSpec, description="Limits a server run must meet; "
+        "reported as met or not for every run.")
     find_max_rate: bool = Field(
         default=False, description="poisson only: search for the highest arrival rate whose "
         "latency percentiles meet latency_targets (the MLPerf server rule), starting from "
@@ -236,7 +247,8 @@ class InferenceSpec(Spec):
 class ServingParallelismSpec(Spec):
     """How one replica is split, and how many replicas serve."""
 
-    tp: PositiveInt = 1
+    tp: PositiveInt = Field(default=1, description="Tensor-parallel GPUs of one replica, inside "
+                            "one NVLink domain.")
     pp: Literal[1] = Field(
         default=1, description="Pipeline-parallel serving is not modelled yet; 1.")
     ep: PositiveInt = Field(
