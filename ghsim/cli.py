@@ -156,7 +156,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
             view["routes"] = routes_view(scenario)
     elif isinstance(spec, ServingScenarioSpec):
-        from ghsim.report.serving import render_serving_view, serving_view
+        from ghsim.report.serving import serving_view
 
         if args.workload or args.routes:
             raise InputError(args.file, "inference", "--workload and --routes show a training "
@@ -176,8 +176,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     console = Console()
     renderer: Callable[[dict[str, Any], Console], None] | None = {
         "system": render.render_system, "model": render.render_model,
-        "scenario": render.render_scenario, "serving_scenario": _serving_renderer(),
+        "scenario": render.render_scenario,
     }.get(view["kind"])
+    if view["kind"] == "serving_scenario":
+        from ghsim.report.serving import render_serving_view
+
+        renderer = render_serving_view
     if renderer is None:
         console.print_json(data=view)
     else:
@@ -187,12 +191,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if "routes" in view:
         render.render_routes(view["routes"], console)
     return 0
-
-
-def _serving_renderer() -> Callable[[dict[str, Any], Any], None]:
-    from ghsim.report.serving import render_serving_view
-
-    return render_serving_view
 
 
 def _write_outputs(directory: Path, result: Result, name: str) -> None:
