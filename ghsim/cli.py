@@ -178,7 +178,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         "system": render.render_system, "model": render.render_model,
         "scenario": render.render_scenario,
     }.get(view["kind"])
-    if view["kind"] == "serving_scenario":
+    if view.get("form") == "serving":
         from ghsim.report.serving import render_serving_view
 
         renderer = render_serving_view

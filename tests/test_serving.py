@@ -320,7 +320,8 @@ def test_run_writes_result_and_trace(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert {e["ph"] for e in trace} >= {"X", "C", "M"}
     assert main(["inspect", "llama3.1-70b-fp8-gh200-serving", "--json"]) == 0
     view = json.loads(capsys.readouterr().out)
-    assert view["kind"] == "serving_scenario" and view["memory_per_gpu"]["kv_blocks"] > 0
+    assert view["kind"] == "scenario" and view["form"] == "serving"
+    assert view["memory_per_gpu"]["kv_blocks"] > 0
 
 
 @pytest.mark.parametrize(("override", "key"), [

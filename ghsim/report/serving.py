@@ -115,6 +115,7 @@ def serving_view(scenario: ServingScenario) -> dict[str, Any]:
     """``ghsim inspect`` of a serving scenario: the layout, the engine's limits and the memory
     budget of one GPU (what the KV cache holds), without simulating."""
     from ghsim.serving.memory import engine_limits, mean_tokens, serving_memory
+    from ghsim.workload.modelsize import parameter_count
 
     spec = scenario.spec
     memory = serving_memory(spec)
@@ -122,8 +123,11 @@ def serving_view(scenario: ServingScenario) -> dict[str, Any]:
     tokens = mean_tokens(requests.input_tokens) + mean_tokens(requests.output_tokens)
     per_request = spec.inference.beam_width * -(-tokens // memory.block_tokens)
     batch, budget = engine_limits(spec)
+    count = parameter_count(spec.model)
     return {
-        "kind": "serving_scenario", "name": scenario.name, "source": scenario.source,
+        "kind": "scenario", "form": "serving", "name": scenario.name, "source": scenario.source,
+        "params": count.total, "active_params": count.active,
+        "model_flops_per_token": 2.0 * count.active,
         "system": spec.system.name, "model": spec.model.name, "num_gpus": spec.num_gpus,
         "replicas": scenario.replicas, "tp": spec.parallelism.tp, "ep": spec.parallelism.ep,
         "precision": spec.inference.precision, "kv_cache_dtype": spec.inference.kv_dtype,
