@@ -109,3 +109,16 @@ MAX_FILTER_DEPTH = 32
 MAX_FILTER_INT_BITS = 1_024
 """Largest integer a ``filter`` may compute (2^1024, the range of a double); a product of
 large numbers beyond it is refused rather than grown without bound."""
+
+# -- serving -----------------------------------------------------------------------------------
+
+MAX_SERVING_REQUESTS = 2_000_000
+"""Most requests one serving replica simulates (a count, or rate x min_duration_s): each is a
+Python object of about a kilobyte, so 2 GiB at most. MLPerf's largest query counts (270,336 for
+a 99th-percentile server run) fit eight times over."""
+
+MAX_SERVING_ITERATIONS = 20_000_000
+"""Most engine iterations one serving simulation (every run of a rate search together) may take,
+at a few microseconds each: about a minute. A run needs about (requests x output tokens) /
+batch iterations; one beyond this (a batch of one decoding millions of tokens) is refused with
+the figures rather than left to run for hours."""

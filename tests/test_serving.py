@@ -355,3 +355,29 @@ def test_inference_points_stay_within_a_regression_bound() -> None:
     for clients in ("1", "5", "25", "50"):  # before saturation: inter-token latency within 25 %
         o = nim[clients]
         assert o.predicted_tpot_ms == pytest.approx(o.measured_tpot_ms, rel=0.25), clients
+
+
+@pytest.mark.parametrize(("overrides", "key"), [
+    (["inference.requests.count=1000000000"], "inference.requests"),
+    (["inference.requests.output_tokens=100000000"], "inference.requests"),
+    (["inference.requests.input_tokens={distribution: lognormal, mean: 200, std: 100}"],
+     "inference.requests.input_tokens"),
+    (["inference.requests.arrival=poisson", "inference.requests.rate_per_s=1e12",
+      "inference.requests.min_duration_s=1e6"], "inference.requests"),
+])
+def test_runaway_serving_input_is_refused_at_once(
+        overrides: list[str], key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A request stream that would exhaust memory or run for hours is a one-line error before
+    anything is simulated (ghsim.limits.MAX_SERVING_REQUESTS / MAX_SERVING_ITERATIONS)."""
+    import time
+
+    from ghsim.cli import main
+
+    argv = ["run", "llama3.1-70b-fp8-gh200-serving"]
+    for text in overrides:
+        argv += ["--set", text]
+    start = time.monotonic()
+    assert main(argv) == 2
+    assert time.monotonic() - start < 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0], err

@@ -28,11 +28,16 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ghsim.limits import MAX_SERVING_ITERATIONS
 from ghsim.serving.costs import PARTS, Batch, IterationModel
 from ghsim.serving.memory import blocks_for
 from ghsim.serving.requests import Request
 
 LIMITS = ("max_batch_size", "kv_capacity", "max_num_tokens")
+
+
+class TooManyIterations(Exception):
+    """The run needs more engine iterations than its budget (:data:`MAX_SERVING_ITERATIONS`)."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,10 @@ class ReplicaEngine:
     """One replica's scheduler loop and arrival process(es)."""
 
     def __init__(self, model: IterationModel, config: EngineConfig,
-                 requests: list[Request], gaps: np.ndarray | None) -> None:
+                 requests: list[Request], gaps: np.ndarray | None,
+                 max_iterations: int = MAX_SERVING_ITERATIONS) -> None:
         self.model = model
+        self.max_iterations = max_iterations
         self.config = config
         self.requests = requests
         self.gaps = gaps
@@ -249,6 +256,8 @@ class ReplicaEngine:
                 self.limited[limit or token_limit or "max_batch_size"] += seconds
             yield self.env.timeout(seconds)
             self.iteration += 1
+            if self.iteration > self.max_iterations:
+                raise TooManyIterations(self.iteration)
             self._advance(chunks)
 
     def _record(self, batch: Batch, seconds: float, tokens: int) -> None:

@@ -18,12 +18,20 @@ import numpy as np
 from ghsim.config.schema.serving import LengthSpec
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.errors import ConfigError
+from ghsim.limits import MAX_SEQ_LEN, MAX_SERVING_ITERATIONS, MAX_SERVING_REQUESTS
 from ghsim.serving.costs import IterationModel
-from ghsim.serving.engine import EngineConfig, EngineRun, ReplicaEngine, request_blocks
+from ghsim.serving.engine import (
+    EngineConfig,
+    EngineRun,
+    ReplicaEngine,
+    TooManyIterations,
+    request_blocks,
+)
 from ghsim.serving.memory import (
     ServingMemory,
     check_servable,
     engine_limits,
+    mean_tokens,
     serving_memory,
 )
 from ghsim.serving.requests import replica_requests, unit_gaps
@@ -54,6 +62,13 @@ def _check(scenario: ServingScenario, max_num_tokens: int) -> None:
             raise ConfigError(scenario.source, "inference.requests.concurrency",
                               f"expected a multiple of the {scenario.replicas} replicas "
                               f"(num_gpus / tp), got {requests.concurrency}")
+    for key in ("input_tokens", "output_tokens"):
+        longest = _max_length(getattr(requests, key))
+        if longest is None or longest > MAX_SEQ_LEN:
+            shown = "no upper clip" if longest is None else f"{longest:,}"
+            raise ConfigError(scenario.source, f"inference.requests.{key}", f"expected at most "
+                              f"{MAX_SEQ_LEN:,} tokens (ghsim.limits.MAX_SEQ_LEN; give the "
+                              f"distribution a max), got {shown}")
     if not inference.scheduler.chunked_prefill:
         longest = _max_length(requests.input_tokens)
         if longest is None:
@@ -86,13 +101,60 @@ def _config(scenario: ServingScenario, memory: ServingMemory, rate: float | None
     )
 
 
+class _Budget:
+    """Engine iterations left to one simulation (all the runs of a rate search share it)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_SERVING_ITERATIONS
+
+
 def _run(scenario: ServingScenario, model: IterationModel, memory: ServingMemory,
-         rate: float | None, limits: tuple[int, int]) -> EngineRun:
+         rate: float | None, limits: tuple[int, int], budget: _Budget) -> EngineRun:
     spec = scenario.spec
+    count = _requests_per_replica(scenario, rate)
     requests = replica_requests(spec.inference.requests, scenario.replicas, spec.seed, rate)
+    assert len(requests) == count
     gaps = unit_gaps(len(requests), spec.seed) if rate is not None else None
-    engine = ReplicaEngine(model, _config(scenario, memory, rate, limits), requests, gaps)
-    return engine.run()
+    engine = ReplicaEngine(model, _config(scenario, memory, rate, limits), requests, gaps,
+                           max_iterations=budget.left)
+    try:
+        run = engine.run()
+    except TooManyIterations:
+        raise ConfigError(scenario.source, "inference.requests", f"the run needs more than "
+                          f"{MAX_SERVING_ITERATIONS:,} engine iterations "
+                          f"(ghsim.limits.MAX_SERVING_ITERATIONS) for {count:,} requests a "
+                          f"replica: simulate fewer requests or shorter outputs") from None
+    budget.left -= len(run.iterations.start_s)
+    return run
+
+
+def _check_iterations(scenario: ServingScenario, count: int, limits: tuple[int, int]) -> None:
+    """Refuse, before simulating, a run whose iterations must exceed the budget: its prompts
+    need at least (tokens / max_num_tokens) iterations and its outputs (tokens / max batch)."""
+    requests = scenario.spec.inference.requests
+    prefill = count * mean_tokens(requests.input_tokens) / limits[1]
+    decode = count * mean_tokens(requests.output_tokens) / limits[0]
+    longest = _max_length(requests.output_tokens) or 0
+    needed = max(prefill, decode, longest)
+    if needed > MAX_SERVING_ITERATIONS:
+        raise ConfigError(scenario.source, "inference.requests", f"the run needs at least "
+                          f"{needed:,.0f} engine iterations for {count:,} requests a replica, "
+                          f"more than {MAX_SERVING_ITERATIONS:,} (ghsim.limits."
+                          f"MAX_SERVING_ITERATIONS): simulate fewer or shorter requests")
+
+
+def _requests_per_replica(scenario: ServingScenario, rate: float | None) -> int:
+    """Requests one replica simulates, or a :class:`ConfigError` beyond the limit."""
+    requests = scenario.spec.inference.requests
+    total = requests.count
+    if rate is not None and requests.min_duration_s is not None:
+        total = max(total, math.ceil(rate * requests.min_duration_s))
+    count = math.ceil(total / scenario.replicas)
+    if count > MAX_SERVING_REQUESTS:
+        raise ConfigError(scenario.source, "inference.requests", f"expected at most "
+                          f"{MAX_SERVING_REQUESTS:,} requests a replica "
+                          f"(ghsim.limits.MAX_SERVING_REQUESTS), got {count:,}")
+    return count
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
@@ -115,13 +177,14 @@ def meets_targets(run: EngineRun, scenario: ServingScenario) -> bool:
 
 
 def _search(scenario: ServingScenario, model: IterationModel, memory: ServingMemory,
-            limits: tuple[int, int]) -> tuple[float, EngineRun, list[dict[str, float | bool]]]:
+            limits: tuple[int, int], budget: _Budget
+            ) -> tuple[float, EngineRun, list[dict[str, float | bool]]]:
     start = scenario.spec.inference.requests.rate_per_s
     assert start is not None
     tried: list[dict[str, float | bool]] = []
 
     def attempt(rate: float) -> tuple[bool, EngineRun]:
-        run = _run(scenario, model, memory, rate, limits)
+        run = _run(scenario, model, memory, rate, limits, budget)
         ok = meets_targets(run, scenario)
         tried.append({"rate_per_s": rate, "meets_targets": ok})
         return ok, run
@@ -163,6 +226,7 @@ def simulate_serving(scenario: ServingScenario) -> ServingResult:
     if not memory.fits:
         return build_result(scenario, memory, None, model, limits, None, [])
     requests = spec.inference.requests
+    _check_iterations(scenario, _requests_per_replica(scenario, requests.rate_per_s), limits)
     blocks = max(request_blocks(r, memory.block_tokens, spec.inference.beam_width)
                  for r in replica_requests(requests, scenario.replicas, spec.seed))
     usable = memory.hbm_blocks + (memory.host_blocks
@@ -170,11 +234,12 @@ def simulate_serving(scenario: ServingScenario) -> ServingResult:
     if blocks > usable:
         return build_result(scenario, memory, None, model, limits, None, [],
                             short_of_blocks=(blocks, usable))
+    budget = _Budget()
     if spec.inference.find_max_rate:
-        rate, run, tried = _search(scenario, model, memory, limits)
+        rate, run, tried = _search(scenario, model, memory, limits, budget)
         searched = replace(scenario, spec=spec.model_copy(update={"inference": (
             spec.inference.model_copy(update={"requests": requests.model_copy(
                 update={"rate_per_s": rate})}))}))
         return build_result(searched, memory, run, model, limits, rate, tried)
-    run = _run(scenario, model, memory, requests.rate_per_s, limits)
+    run = _run(scenario, model, memory, requests.rate_per_s, limits, budget)
     return build_result(scenario, memory, run, model, limits, None, [])
