@@ -404,7 +404,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(as_json(outcome), sweep.source)
     else:
-        render.render_sweep(outcome.ranked(), summary_line(outcome), sweep.spec.rank_by,
+        render.render_sweep(outcome.ranked(), summary_line(outcome), sweep.rank_by,
                             Console())
     return 130 if outcome.interrupted else 0
 

@@ -305,7 +305,8 @@ def test_a_corrupt_cache_entry_is_recomputed(replay_sweep: Path, content: str) -
 
 def test_ties_are_ranked_by_overrides_not_by_completion() -> None:
     sweep = types.SimpleNamespace(spec=types.SimpleNamespace(rank_by="step_time_s",
-                                                             descending=False))
+                                                             descending=False),
+                                  rank_by="step_time_s", descending=False)
     records = [{"index": i, "overrides": {"system": s, "parallelism.tp": tp},
                 "step_time_s": 1.0, "fits": True}
                for i, (s, tp) in enumerate([("b", 2), ("a", 8), ("a", 2), ("b", 16)])]

@@ -381,3 +381,55 @@ def test_runaway_serving_input_is_refused_at_once(
     assert time.monotonic() - start < 10
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and key in err[0], err
+
+
+# -- what-if sweeps over a served model -----------------------------------------------------------
+
+
+def test_a_sweep_over_a_served_model_ranks_throughput_highest_first(tmp_path: Path) -> None:
+    import csv
+    import json
+
+    from ghsim.config.sweep import load_sweep
+    from ghsim.sweep.outputs import write_outputs
+    from ghsim.sweep.runner import run_sweep
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({
+        "schema_version": 1, "kind": "sweep", "name": "t",
+        "base": "llama3.1-70b-fp8-gh200-serving",
+        "grid": {"inference.requests.count": [200]},
+        "cases": [{"system": "dgx-h100"}, {"system": "gh200-single"},
+                  {"system": "gh200-single", "inference.kv_offload.policy": "in_place"},
+                  {"system": "dgx-h100", "inference.kv_offload.policy": "in_place"}]}))
+    sweep = load_sweep(path)
+    assert sweep.serving and sweep.rank_by == "output_tokens_per_s" and sweep.descending
+    outcome = run_sweep(sweep, workers=1)
+    ranked = outcome.ranked()
+    rates = [r["output_tokens_per_s"] for r in ranked if r["output_tokens_per_s"] is not None]
+    assert len(rates) == 3 and rates == sorted(rates, reverse=True)
+    assert ranked[-1]["error"] and "gpu_read_host" in ranked[-1]["error"]  # PCIe: no rate
+    assert ranked[0]["overrides"]["system"] == "gh200-single"
+    assert outcome.best() is ranked[0]
+    write_outputs(outcome, tmp_path / "out")
+    rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
+    assert rows[0]["rank"] == "1" and float(rows[0]["output_tokens_per_s"]) == rates[0]
+    assert "breakdown_weights_s" in rows[0]
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["best"]["label"]
+    assert "Best that can be served" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_a_serving_sweep_axis_of_a_training_key_is_refused(tmp_path: Path) -> None:
+    from ghsim.config.sweep import load_sweep
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({
+        "schema_version": 1, "kind": "sweep", "name": "t",
+        "base": "llama3.1-70b-fp8-gh200-serving", "grid": {"training.seq_len": [1024]}}))
+    with pytest.raises(InputError, match="training"):
+        load_sweep(path)
+    path.write_text(yaml.safe_dump({
+        "schema_version": 1, "kind": "sweep", "name": "t", "rank_by": "step_time_s",
+        "base": "llama3.1-70b-fp8-gh200-serving", "grid": {"system": ["dgx-h100"]}}))
+    with pytest.raises(InputError, match="output_tokens_per_s"):
+        load_sweep(path)

@@ -57,6 +57,29 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _union_models(annotation: Any) -> list[type[BaseModel]]:
+    """The spec classes of a union of them (a tagged union of scenario forms), else []."""
+    bare = _strip(annotation)
+    if get_origin(bare) not in (Union, types.UnionType):
+        return []
+    models = [_model_of(arg) for arg in get_args(bare)]
+    return [m for m in models if m is not None] if all(models) else []
+
+
+def narrowed(slot: Slot, node: Any) -> Slot:
+    """The slot of a union of spec classes narrowed to the one ``node`` (a mapping) is meant
+    for: the first whose keys include every key of ``node`` (a training scenario has
+    ``training:``, a serving one ``inference:``), else the first; other slots unchanged."""
+    members = _union_models(slot.annotation)
+    if not members or not isinstance(node, dict):
+        return slot
+    keys = set(node)
+    for model in members:
+        if keys <= set(model.model_fields):
+            return Slot(model, slot.ref)
+    return Slot(members[0], slot.ref)
+
+
 def child(slot: Slot, key: str | int) -> Slot | None:
     """The slot under ``key``, or None if the schema has no such key there."""
     model = slot.model
@@ -65,6 +88,10 @@ def child(slot: Slot, key: str | int) -> Slot | None:
         if field is None:
             return None
         return Slot(field.annotation, ref_kind(field.metadata))
+    for member in _union_models(slot.annotation):  # the first form that has the key
+        found = child(Slot(member), key)
+        if found is not None:
+            return found
     bare = _strip(slot.annotation)
     origin = get_origin(bare)
     args = get_args(bare)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ghsim.config.cursor import KeyPath, Slot, child, format_path, slot_at
+from ghsim.config.cursor import KeyPath, Slot, child, format_path, narrowed, slot_at
 from ghsim.config.diagnose import describe, show_value
 from ghsim.config.overrides import Override, container_at, parse_override
 from ghsim.config.schema import (
@@ -24,6 +24,7 @@ from ghsim.config.schema import (
     Spec,
     spec_for_document,
 )
+from ghsim.config.schema.sweep import SCENARIO_FORMS
 from ghsim.config.search import (
     display,
     find_named,
@@ -130,12 +131,13 @@ class _Tree:
         self.loading.append(target.resolve())
         slot = slot_at(self.root, path)
         assert slot is not None  # only called for schema slots
-        self.resolve(document, Slot(slot.annotation), path)
+        self.resolve(document, narrowed(Slot(slot.annotation), document), path)
         self.loading.pop()
         return document
 
     def resolve(self, node: Any, slot: Slot, path: KeyPath) -> None:
         """Replace every reference by name under ``node`` with the file it names."""
+        slot = narrowed(slot, node)
         if isinstance(node, dict):
             for key, value in list(node.items()):
                 sub = child(slot, key)
@@ -208,10 +210,11 @@ class _Tree:
                     if e["type"] == "extra_forbidden" and e["loc"][:-1] == first["loc"][:-1]
                 )
                 first = next(misspelt, first)
+            first = {**first, "loc": tuple(k for k in first["loc"] if k not in SCENARIO_FORMS)}
             message = describe(dict(first), self.root)
             if len(errors) > 1:
                 message += f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})"
-            raw = first["loc"]
+            raw = tuple(key for key in first["loc"] if key not in SCENARIO_FORMS)
             # A mapping key (before "[key]", or the key of a non-string key) is not a list index.
             loc = tuple(
                 str(key) if raw[i + 1 : i + 2] == ("[key]",) else key

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ghsim.config.api import Scenario, scenario_from_spec
+from ghsim.config.api import Scenario, scenario_from_spec, serving_scenario_from_spec
 from ghsim.config.cursor import Slot, slot_at
 from ghsim.config.diagnose import describe
 from ghsim.config.expression import (
@@ -24,12 +24,21 @@ from ghsim.config.expression import (
 )
 from ghsim.config.loader import _Tree, load_tree
 from ghsim.config.overrides import Override, parse_key_path
-from ghsim.config.schema import ScenarioSpec, SweepSpec
+from ghsim.config.schema import ScenarioSpec, ServingScenarioSpec, SweepSpec
+from ghsim.config.serving_layout import ServingScenario
 from ghsim.errors import ConfigError, InputError, LayoutError, OverrideError
 from ghsim.limits import MAX_SWEEP_POINTS
 
 RANKABLE = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
             "mfu", "hbm_peak_bytes")
+"""Result fields a training sweep ranks by (lowest first unless ``descending``)."""
+SERVING_RANKABLE = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_p99_s",
+                    "tpot_p99_s", "hbm_peak_bytes")
+"""Result fields a serving sweep ranks by (throughputs highest first, latencies lowest)."""
+HIGHER_IS_BETTER = frozenset({"output_tokens_per_s", "output_tokens_per_s_per_gpu"})
+
+AnyScenarioValue = Scenario | ServingScenario
+"""A point's scenario: a training step or a served model."""
 
 
 @dataclass(frozen=True)
@@ -54,12 +63,31 @@ class Sweep:
         # What the files gave, not what validation derived from it (an efficiency derived from
         # a measured rate would otherwise come back beside that rate, and contradict it).
         self.base_data: dict[str, Any] = spec.base.model_dump(mode="python", exclude_unset=True)
+        self.serving = isinstance(spec.base, ServingScenarioSpec)
+        self.root: type[ScenarioSpec] | type[ServingScenarioSpec] = type(spec.base)
         self.filter = None
         if spec.filter is not None:
             try:
                 self.filter = parse_filter(spec.filter)
             except ExpressionError as error:
                 raise ConfigError(self.source, "filter", str(error)) from None
+
+    @property
+    def rank_by(self) -> str:
+        """The result field points are ranked by (the form's default when not given)."""
+        default = "output_tokens_per_s" if self.serving else "step_time_s"
+        return self.spec.rank_by or default
+
+    @property
+    def descending(self) -> bool:
+        """Whether the largest value ranks first (throughputs by default, when not given)."""
+        if self.spec.descending is not None:
+            return self.spec.descending
+        return self.rank_by in HIGHER_IS_BETTER
+
+    @property
+    def rankable(self) -> tuple[str, ...]:
+        return SERVING_RANKABLE if self.serving else RANKABLE
 
     def count(self) -> int:
         """How many points :meth:`points` makes (without making them)."""
@@ -78,17 +106,19 @@ class Sweep:
                 points.append(Point(len(points), tuple(overrides)))
         return points
 
-    def scenario(self, point: Point) -> Scenario:
+    def scenario(self, point: Point) -> AnyScenarioValue:
         """The scenario of ``point``; raises :class:`InputError` if the combination is invalid."""
-        tree = _Tree(ScenarioSpec, copy.deepcopy(self.base_data), self.path)
+        tree = _Tree(self.root, copy.deepcopy(self.base_data), self.path)
         for key, value in point.overrides:
             origin = f"{self.source}: {self._axis(key)}"
             tree.apply(Override(parse_key_path(key, origin), value, f"{key}={value}", origin))
-        tree.resolve(tree.data, Slot(ScenarioSpec), ())
+        tree.resolve(tree.data, Slot(self.root), ())
         spec = tree.validate()
-        assert isinstance(spec, ScenarioSpec)
         overrides = [f"{key}={value}" for key, value in point.overrides]
         try:
+            if isinstance(spec, ServingScenarioSpec):
+                return serving_scenario_from_spec(spec, self.source, overrides)
+            assert isinstance(spec, ScenarioSpec)
             return scenario_from_spec(spec, self.source, overrides)
         except LayoutError as error:
             if not error.source.startswith("--set "):
@@ -100,7 +130,7 @@ class Sweep:
     def _axis(self, key: str) -> str:
         return f"grid.{key}" if key in self.spec.grid else f"cases[].{key}"
 
-    def keep(self, scenario: Scenario) -> bool:
+    def keep(self, scenario: AnyScenarioValue) -> bool:
         """Whether the filter lets this point through."""
         if self.filter is None:
             return True
@@ -110,10 +140,12 @@ class Sweep:
             raise ConfigError(self.source, "filter", str(error)) from None
 
 
-def _filter_lookup(scenario: Scenario) -> Any:
-    """Key-path lookup of a filter over a point's resolved scenario (with the derived dp)."""
+def _filter_lookup(scenario: AnyScenarioValue) -> Any:
+    """Key-path lookup of a filter over a point's resolved scenario (with the derived dp, or
+    for a served model the derived replicas)."""
     data = scenario.spec.model_dump(mode="python")
-    data["parallelism"]["dp"] = scenario.layout.dp
+    key = "replicas" if isinstance(scenario, ServingScenario) else "dp"
+    data["parallelism"][key] = scenario.layout.dp
     return lookup_in(data)
 
 
@@ -124,8 +156,8 @@ def _check_axis(sweep: Sweep, where: str, key: str, values: list[Any]) -> None:
     except OverrideError:
         raise ConfigError(sweep.source, where, f"expected a dotted key path, got {key!r}") from None
     for depth in range(1, len(path) + 1):
-        if slot_at(ScenarioSpec, path[:depth]) is None:
-            hint = describe({"type": "extra_forbidden", "loc": path[:depth]}, ScenarioSpec)
+        if slot_at(sweep.root, path[:depth]) is None:
+            hint = describe({"type": "extra_forbidden", "loc": path[:depth]}, sweep.root)
             raise ConfigError(sweep.source, where, hint)
     if not values:
         raise ConfigError(sweep.source, where, "expected a non-empty list of values")
@@ -146,8 +178,8 @@ def _check_filter(sweep: Sweep, tree: Any) -> None:
         if path == ("parallelism", "dp"):
             continue
         for depth in range(1, len(path) + 1):
-            if slot_at(ScenarioSpec, path[:depth]) is None:
-                hint = describe({"type": "extra_forbidden", "loc": path[:depth]}, ScenarioSpec)
+            if slot_at(sweep.root, path[:depth]) is None:
+                hint = describe({"type": "extra_forbidden", "loc": path[:depth]}, sweep.root)
                 raise ConfigError(sweep.source, "filter", f"{key!r}: {hint}")
     try:
         base = sweep.scenario(Point(-1, ()))
@@ -175,9 +207,10 @@ def load_sweep(reference: str | Path) -> Sweep:
                           f"{cases})")
     if sweep.filter is not None:
         _check_filter(sweep, sweep.filter)
-    if spec.rank_by not in RANKABLE:
-        raise ConfigError(sweep.source, "rank_by",
-                          f"expected one of {', '.join(RANKABLE)}, got {spec.rank_by!r}")
+    if sweep.rank_by not in sweep.rankable:
+        form = "a serving" if sweep.serving else "a training"
+        raise ConfigError(sweep.source, "rank_by", f"expected one of "
+                          f"{', '.join(sweep.rankable)} for {form} base, got {sweep.rank_by!r}")
     for key, values in spec.grid.items():
         _check_axis(sweep, f"grid.{key}", key, values)
     for index, case in enumerate(spec.cases):

@@ -456,6 +456,20 @@ def _natural_width(console: Console, table: Table) -> int:
     return console.measure(table, options=console.options.update(width=10**4)).maximum
 
 
+def _sweep_cells(r: dict[str, Any], serving: bool) -> list[str]:
+    """A simulated point's result cells: the step and MFU of a training step, or the
+    throughput and p99 latencies of a served model; then HBM, fits, bound by."""
+    fits, hbm = record_fits(r), r["hbm_peak_bytes"]
+    if serving:
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value * 1e3:,.0f}"
+        head = [f"{r['output_tokens_per_s']:,.0f}", ms(r["ttft_p99_s"]), ms(r["tpot_p99_s"])]
+    else:
+        head = [format_seconds(r["step_time_s"]), _rate(r["mfu"], ".1%")]
+    return [*head, "-" if hbm is None else f"{hbm / 2**30:.1f}",
+            f"[red]{fits}[/]" if r["fits"] is False else fits, str(r["bottleneck"])]
+
+
 def _sweep_table(ranked: list[dict[str, Any]], rank_by: str, axes: list[str],
                  stacked: bool) -> Table:
     table = Table(title=f"Ranked by {rank_by}", title_justify="left")
@@ -463,20 +477,21 @@ def _sweep_table(ranked: list[dict[str, Any]], rank_by: str, axes: list[str],
     if not stacked:
         for key in axes or ["point"]:
             table.add_column(_header(key))
-    for column in ("step", "MFU", "HBM GiB", "fits", "bound by"):
+    serving = any(r.get("output_tokens_per_s") is not None for r in ranked)
+    heads = ("tok/s", "TTFT p99 ms", "TPOT p99 ms") if serving else ("step", "MFU")
+    for column in (*heads, "HBM GiB", "fits", "bound by"):
         table.add_column(column, justify="left" if column in ("fits", "bound by") else "right")
     if stacked:
         table.add_column(" / ".join(short_key(key) for key in axes), ratio=1)
     for rank, r in enumerate(ranked, 1):
         values = [str(r["overrides"].get(key, "-")) for key in axes]
-        if r["step_time_s"] is None:
+        done = r.get("output_tokens_per_s") is not None if serving else (
+            r["step_time_s"] is not None)
+        if not done:
             number = "-"
-            cells = ["-", "-", "-", "-", f"[dim]{r['error'] or r['skipped']}[/]"]
+            cells = [*(["-"] * (len(heads) + 2)), f"[dim]{r['error'] or r['skipped']}[/]"]
         else:
-            number, fits, hbm = str(rank), record_fits(r), r["hbm_peak_bytes"]
-            cells = [format_seconds(r["step_time_s"]), _rate(r["mfu"], ".1%"),
-                     "-" if hbm is None else f"{hbm / 2**30:.1f}",
-                     f"[red]{fits}[/]" if r["fits"] is False else fits, str(r["bottleneck"])]
+            number, cells = str(rank), _sweep_cells(r, serving)
         if stacked:
             table.add_row(number, *cells, " / ".join(values))
         else:

@@ -72,7 +72,10 @@ def _rate(value: float | None, spec: str) -> str:
 def setup_rows(scenario: dict[str, Any], overrides: list[str] | None = None,
                source: str | None = None) -> list[tuple[str, str]]:
     """What was simulated, as (quantity, text) rows: system, GPUs, model, layout, training,
-    offload and the overrides given, from a resolved scenario (``Result.inputs["scenario"]``)."""
+    offload and the overrides given, from a resolved scenario (``Result.inputs["scenario"]``);
+    for a served model its replicas, precision, request stream and scheduler."""
+    if "inference" in scenario:
+        return _serving_rows(scenario, overrides, source)
     par, training = scenario["parallelism"], scenario["training"]
     layout = " x ".join(f"{k} {par[k]}" for k in ("tp", "pp", "cp", "dp") if par.get(k))
     if (par.get("vp") or 1) > 1:
@@ -94,6 +97,32 @@ def setup_rows(scenario: dict[str, Any], overrides: list[str] | None = None,
     return rows
 
 
+def _serving_rows(scenario: dict[str, Any], overrides: list[str] | None,
+                  source: str | None) -> list[tuple[str, str]]:
+    par, inference = scenario["parallelism"], scenario["inference"]
+    requests, scheduler = inference["requests"], inference["scheduler"]
+
+    def length(value: Any) -> str:
+        return str(value) if not isinstance(value, dict) else (
+            f"{value['distribution']} mean {value['mean']:g}")
+
+    rows = [("system", str(scenario["system"]["name"])),
+            ("GPUs", f"{scenario['num_gpus']:,}"),
+            ("model", str(scenario["model"]["name"])),
+            ("layout", f"tp {par['tp']}, ep {par['ep']} per replica"),
+            ("serving", f"{inference['precision']}, {requests['count']:,} requests of "
+                        f"{length(requests['input_tokens'])} in / "
+                        f"{length(requests['output_tokens'])} out, {requests['arrival']}"),
+            ("scheduler", f"{scheduler['policy']}, chunked prefill "
+                          f"{scheduler['chunked_prefill']}, KV offload "
+                          f"{inference['kv_offload']['policy']}")]
+    if source is not None:
+        rows.append(("scenario file", source))
+    if overrides is not None:
+        rows.append(("overrides", ", ".join(overrides) or "none"))
+    return rows
+
+
 def _setup_table(rows: list[tuple[str, str]]) -> str:
     return _table(["quantity", "value"], [[_escape(k), _escape(v)] for k, v in rows], left=2)
 
@@ -106,6 +135,8 @@ def sweep_report(name: str, description: str, ranked: list[dict[str, Any]],
     axes: list[str] = []
     for r in ranked:
         axes += [key for key in r["overrides"] if key not in axes]
+    if any(r.get("output_tokens_per_s") is not None for r in ranked):
+        return _serving_sweep_report(name, description, ranked, axes, svgs, summary, setup)
     rows = []
     for rank, r in enumerate(ranked, 1):
         point = [_escape(str(r["overrides"].get(key, "-"))) for key in axes]
@@ -133,6 +164,39 @@ def sweep_report(name: str, description: str, ranked: list[dict[str, Any]],
     figures = "".join(f"<figure>{_svg(svg)}</figure>" for svg in svgs.values())
     return page(f"ghsim sweep: {name}", _escape(description) + "<br>" + _escape(summary),
                 [("Setup", _setup_table(setup or []) + summary_html), ("Plots", figures),
+                 ("Ranked results", table)])
+
+
+def _serving_sweep_report(name: str, description: str, ranked: list[dict[str, Any]],
+                          axes: list[str], svgs: dict[str, str], summary: str,
+                          setup: list[tuple[str, str]] | None) -> str:
+    """:func:`sweep_report` for a served model: throughput, p99 latencies, HBM, fits."""
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1e3:,.1f}"
+
+    rows = []
+    for rank, r in enumerate(ranked, 1):
+        point = [_escape(str(r["overrides"].get(key, "-"))) for key in axes]
+        if r.get("output_tokens_per_s") is None:
+            why = _escape(r["error"] or r["skipped"] or "")
+            rows.append([*point, "-", "-", "-", "-", "-", "-", "-",
+                         f'<span class="bad">{why}</span>'])
+            continue
+        rows.append([*point, f"{rank}", f"{r['output_tokens_per_s']:,.0f}",
+                     f"{r['output_tokens_per_s_per_gpu']:,.0f}", ms(r["ttft_p99_s"]),
+                     ms(r["tpot_p99_s"]), _gib(r["hbm_peak_bytes"]),
+                     _fits(r["fits"], r.get("does_not_fit")), _escape(str(r["bottleneck"]))])
+    table = _table([*axes, "rank", "output tokens/s", "per GPU", "TTFT p99 (ms)",
+                    "TPOT p99 (ms)", "HBM peak (GiB)", "fits", "bound by"], rows,
+                   left=len(axes))
+    best = next((r for r in ranked if r.get("output_tokens_per_s") is not None
+                 and r["fits"] is not False), None)
+    note = (f"Best that can be served: {_escape(best['label'])} "
+            f"({best['output_tokens_per_s']:,.0f} output tokens/s)." if best else
+            '<span class="bad">No point can be served: the model does not fit.</span>')
+    figures = "".join(f"<figure>{_svg(svg)}</figure>" for svg in svgs.values())
+    return page(f"ghsim sweep: {name}", _escape(description) + "<br>" + _escape(summary),
+                [("Setup", _setup_table(setup or []) + f"<p>{note}</p>"), ("Plots", figures),
                  ("Ranked results", table)])
 
 

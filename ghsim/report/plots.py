@@ -193,6 +193,9 @@ def sensitivity(records: list[dict[str, Any]]) -> Figure | None:
 
 def sweep_figures(records: list[dict[str, Any]]) -> dict[str, Figure]:
     """The plots of a sweep's simulated points (ranked)."""
+    served = [r for r in records if r.get("output_tokens_per_s") is not None]
+    if served:
+        return {"throughput": throughput(served)}
     done = [r for r in records if r["step_time_s"] is not None]
     if not done:
         return {}
@@ -204,6 +207,28 @@ def sweep_figures(records: list[dict[str, Any]]) -> dict[str, Figure]:
     if extra is not None:
         figures["sensitivity"] = extra
     return figures
+
+
+def throughput(records: list[dict[str, Any]], most: int = 24) -> Figure:
+    """Output tokens per second of a serving sweep's best points, one bar each (hatched, at 0,
+    where the model cannot be served)."""
+    shown = records[:most]
+    figure, axes = plt.subplots(figsize=(8, max(2.5, 0.32 * len(shown) + 1.2)))
+    labels = [_label(textwrap.shorten(short_label(r["overrides"]) or r["label"], 60))
+              for r in shown]
+    values = [r["output_tokens_per_s"] for r in shown]
+    bars = axes.barh(range(len(shown)), values, color=SERIES_COLOURS[0])
+    for bar, record in zip(bars, shown, strict=True):
+        if record["fits"] is False:
+            bar.set_hatch("//")
+            bar.set_facecolor("none")
+    axes.set_yticks(range(len(shown)), labels, fontsize=7)
+    axes.invert_yaxis()
+    axes.set_xlabel("output tokens per second (all GPUs)")
+    title = "Throughput" + (f" (best {most} of {len(records)})" if len(records) > most else "")
+    axes.set_title(title)
+    figure.tight_layout()
+    return figure
 
 
 def save(figures: dict[str, Figure], directory: Path) -> dict[str, str]:

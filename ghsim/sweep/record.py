@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ghsim.config import Scenario
+from ghsim.config import Scenario, ServingScenario
 from ghsim.config.sweep import Point
 from ghsim.engine.result import Result, memory_tracked, tiers_short
+from ghsim.serving import ServingResult
 
 
 def empty_record(point: Point) -> dict[str, Any]:
@@ -17,13 +18,45 @@ def empty_record(point: Point) -> dict[str, Any]:
             "hbm_capacity_bytes": None, "does_not_fit": None, "h2d_bytes": None,
             "d2h_bytes": None, "host_link_utilization": None, "bottleneck": None,
             "breakdown_s": None, "digest": None, "cache_key": None, "error": None,
-            "skipped": None, "cached": False}
+            "skipped": None, "cached": False, "output_tokens_per_s": None,
+            "output_tokens_per_s_per_gpu": None, "ttft_p99_s": None, "tpot_p99_s": None}
 
 
 NUMBERS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
            "hbm_peak_bytes", "hbm_capacity_bytes", "h2d_bytes", "d2h_bytes",
-           "host_link_utilization")
-"""The fields of a record that are a number or None."""
+           "host_link_utilization", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+           "ttft_p99_s", "tpot_p99_s")
+"""The fields of a record that are a number or None (the last four: serving points)."""
+
+
+def has_result(record: dict[str, Any]) -> bool:
+    """Whether the point was simulated: a training step time or a serving throughput."""
+    return record["step_time_s"] is not None or record.get("output_tokens_per_s") is not None
+
+
+def serving_record(point: Point, scenario: ServingScenario,
+                   result: ServingResult) -> dict[str, Any]:
+    """The record of a simulated serving point (an :class:`InputError` if a number is not
+    finite): throughput, p99 latencies, HBM peak per GPU, whether it fits, the bottleneck."""
+    data = result.to_dict()
+    record = empty_record(point)
+    memory = data["memory"]
+
+    def p99(key: str) -> float | None:
+        stats = data.get(key)
+        return None if stats is None else stats["p99"]
+
+    record.update(
+        output_tokens_per_s=data["output_tokens_per_s"],
+        output_tokens_per_s_per_gpu=data["output_tokens_per_s_per_gpu"],
+        ttft_p99_s=p99("ttft_s"), tpot_p99_s=p99("tpot_s"), fits=memory["fits"],
+        hbm_peak_bytes=memory["hbm"]["peak_bytes"],
+        hbm_capacity_bytes=memory["hbm"]["capacity_bytes"],
+        does_not_fit=None if memory["fits"] else "hbm",
+        bottleneck=data["bottleneck"]["resource"], breakdown_s=data.get("breakdown_s", {}),
+        digest=scenario.digest(),
+    )
+    return record
 
 
 def result_record(point: Point, scenario: Scenario, result: Result) -> dict[str, Any]:

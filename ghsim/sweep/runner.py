@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import ghsim
-from ghsim.config import Scenario
+from ghsim.config import Scenario, ServingScenario
 from ghsim.config.sweep import Point, Sweep, load_sweep
 from ghsim.engine.simulate import simulate, workload_path
 from ghsim.errors import InputError
 from ghsim.files import open_regular, read_capped
 from ghsim.limits import MAX_CONFIG_BYTES
-from ghsim.sweep.record import NUMBERS, empty_record, result_record
+from ghsim.serving import simulate_serving
+from ghsim.sweep.record import NUMBERS, empty_record, has_result, result_record, serving_record
 from ghsim.version import __version__
 
 
@@ -58,7 +59,10 @@ def run_point(sweep_path: str, point: Point, cache_dir: str | None = None) -> di
             stored.update(index=point.index, label=point.label, cached=True,
                           overrides=record["overrides"])
             return stored
-        result = result_record(point, scenario, simulate(scenario))
+        if isinstance(scenario, ServingScenario):
+            result = serving_record(point, scenario, simulate_serving(scenario))
+        else:
+            result = result_record(point, scenario, simulate(scenario))
         result["cache_key"] = key
         return result
     except InputError as error:
@@ -66,12 +70,12 @@ def run_point(sweep_path: str, point: Point, cache_dir: str | None = None) -> di
         return record
 
 
-def cache_key(scenario: Scenario) -> str:
+def cache_key(scenario: Scenario | ServingScenario) -> str:
     """SHA-256 of what a point's result depends on: the ghsim version, the resolved scenario
     (every file it was built from, as resolved) and the workload file's bytes."""
     digest = hashlib.sha256(f"ghsim {__version__}\n".encode())
     digest.update(scenario.spec.model_dump_json().encode())
-    path = workload_path(scenario)
+    path = workload_path(scenario) if isinstance(scenario, Scenario) else None
     if path is not None:
         digest.update(b"\nworkload file\n")
         try:
@@ -88,8 +92,7 @@ def _well_typed(stored: dict[str, Any]) -> bool:
     if not all(stored[k] is None or (isinstance(stored[k], int | float)
                                      and not isinstance(stored[k], bool)) for k in NUMBERS):
         return False
-    if not isinstance(stored["step_time_s"], int | float) or stored["fits"] not in (
-            True, False, None):
+    if not has_result(stored) or stored["fits"] not in (True, False, None):
         return False
     breakdown = stored["breakdown_s"]
     return isinstance(breakdown, dict) and all(
@@ -129,20 +132,19 @@ class SweepOutcome:
     def ranked(self) -> list[dict[str, Any]]:
         """Valid results by ``rank_by``, those that fit in memory first, ties broken by the
         points' overrides (never by which finished first); then skipped and failed points."""
-        key, descending = self.sweep.spec.rank_by, self.sweep.spec.descending
-        done = [r for r in self.records if r["step_time_s"] is not None]
+        key, descending = self.sweep.rank_by, self.sweep.descending
+        done = [r for r in self.records if has_result(r)]
         done.sort(key=lambda r: (r["fits"] is False,
                                  -(r[key] or 0) if descending else (r[key] or 0),
                                  overrides_order(r["overrides"])))
-        rest = sorted((r for r in self.records if r["step_time_s"] is None),
+        rest = sorted((r for r in self.records if not has_result(r)),
                       key=lambda r: r["index"])
         return done + rest
 
     def best(self) -> dict[str, Any] | None:
         """The first ranked point that fits in memory (or whose memory is not tracked); never
         one that does not fit."""
-        ranked = [r for r in self.ranked()
-                  if r["step_time_s"] is not None and r["fits"] is not False]
+        ranked = [r for r in self.ranked() if has_result(r) and r["fits"] is not False]
         return ranked[0] if ranked else None
 
 
@@ -229,7 +231,8 @@ def run_sweep(sweep: Sweep, workers: int | None = None, scheduler: str | None = 
               cache_dir: str | Path | None = None,
               on_result: Callable[[dict[str, Any], int], None] | None = None) -> SweepOutcome:
     """Run every point; ``on_result(record, total)`` is called as each one finishes."""
-    _check_strategies(sweep)
+    if not sweep.serving:
+        _check_strategies(sweep)
     points = sweep.points()
     cache = str(cache_dir) if cache_dir is not None else None
     if cache is not None:
@@ -243,7 +246,7 @@ def run_sweep(sweep: Sweep, workers: int | None = None, scheduler: str | None = 
         for record in stream:
             outcome.records.append(record)
             outcome.cached += bool(record.get("cached"))
-            outcome.simulated += record["step_time_s"] is not None and not record.get("cached")
+            outcome.simulated += has_result(record) and not record.get("cached")
             _store(cache, record)
             if on_result is not None:
                 on_result(record, len(points))

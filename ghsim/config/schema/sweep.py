@@ -4,11 +4,34 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from ghsim.config.schema.base import DocumentSpec, Name
 from ghsim.config.schema.refs import Ref
 from ghsim.config.schema.scenario import ScenarioSpec
+from ghsim.config.schema.serving import ServingScenarioSpec
+
+SCENARIO_FORMS = ("training-step", "served-model")
+"""The tags of the two forms of a scenario in a union (they appear in validation error
+locations, which the loader drops)."""
+
+
+def scenario_form(value: Any) -> str:
+    """Which form a scenario (a mapping or a validated spec) has: a served model when it has
+    an ``inference:`` block and no ``training:``."""
+    if isinstance(value, dict):
+        serving = "inference" in value and "training" not in value
+    else:
+        serving = isinstance(value, ServingScenarioSpec)
+    return SCENARIO_FORMS[1] if serving else SCENARIO_FORMS[0]
+
+
+AnyScenario = Annotated[
+    Annotated[ScenarioSpec, Tag(SCENARIO_FORMS[0])]
+    | Annotated[ServingScenarioSpec, Tag(SCENARIO_FORMS[1])],
+    Discriminator(scenario_form),
+]
+"""A training or a serving scenario, told apart by :func:`scenario_form`."""
 
 
 class SweepSpec(DocumentSpec):
@@ -17,7 +40,9 @@ class SweepSpec(DocumentSpec):
     KIND = "sweep"
 
     name: Name
-    base: Annotated[ScenarioSpec, Ref("scenario")]
+    base: Annotated[AnyScenario, Ref("scenario")] = Field(
+        description="The scenario every point varies: a training step (training:) or a served "
+        "model (inference:).")
     grid: dict[str, list[Any]] = Field(
         default_factory=dict,
         description="Key path -> values; every combination is a point (crossed).",
@@ -30,5 +55,10 @@ class SweepSpec(DocumentSpec):
         default=None, description="Expression over key paths; points where it is false are "
         "skipped, e.g. 'parallelism.tp * parallelism.pp <= 8'.",
     )
-    rank_by: str = Field(default="step_time_s", description="Result field to rank by.")
-    descending: bool = Field(default=False, description="Rank the largest first.")
+    rank_by: str | None = Field(
+        default=None, description="Result field to rank by. Default: step_time_s for a "
+        "training base (lowest first), output_tokens_per_s for a serving base (highest "
+        "first).")
+    descending: bool | None = Field(
+        default=None, description="Rank the largest first. Default: as rank_by's default "
+        "order (throughputs highest first, times lowest first).")
