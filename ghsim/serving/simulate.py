@@ -240,6 +240,9 @@ def simulate_serving(scenario: ServingScenario) -> ServingResult:
         searched = replace(scenario, spec=spec.model_copy(update={"inference": (
             spec.inference.model_copy(update={"requests": requests.model_copy(
                 update={"rate_per_s": rate})}))}))
-        return build_result(searched, memory, run, model, limits, rate, tried)
-    run = _run(scenario, model, memory, requests.rate_per_s, limits, budget)
-    return build_result(scenario, memory, run, model, limits, None, [])
+        result = build_result(searched, memory, run, model, limits, rate, tried)
+    else:
+        run = _run(scenario, model, memory, requests.rate_per_s, limits, budget)
+        result = build_result(scenario, memory, run, model, limits, None, [])
+    result.data["simulated_iterations"] = MAX_SERVING_ITERATIONS - budget.left
+    return result
