@@ -127,6 +127,12 @@ class IterationModel:
                               "is needed to cost the small-M GEMMs of decode (with a source)")
         self.mma_m: int = mma_m
         inference = spec.inference
+        if inference.precision not in self.gpu.peak_flops and not (
+                inference.precision in ("bf16", "fp16")
+                and {"bf16", "fp16"} & set(self.gpu.peak_flops)):
+            raise ConfigError(scenario.source, "inference.precision", f"{part.name} has no "
+                              f"{inference.precision} tensor cores (gpu.compute."
+                              f"flops_per_clock_per_sm); serve in bf16 or fp16")
         self.wdtype = inference.precision
         self.wbytes = DTYPE_BYTES[inference.precision]
         self.kv_layer_bytes = (2.0 * self.shape.kv_heads * self.shape.head_dim
