@@ -433,3 +433,42 @@ def test_a_serving_sweep_axis_of_a_training_key_is_refused(tmp_path: Path) -> No
         "base": "llama3.1-70b-fp8-gh200-serving", "grid": {"system": ["dgx-h100"]}}))
     with pytest.raises(InputError, match="output_tokens_per_s"):
         load_sweep(path)
+
+
+# -- multi-head latent attention ------------------------------------------------------------------
+
+
+def test_mla_keeps_the_latent_kv_cache_whole_on_every_gpu() -> None:
+    """DeepSeek-V3 caches kv_lora_rank + qk_rope_head_dim = 512 + 64 values a token a layer
+    (inference/model.py kv_cache and pe_cache), 61 layers, one byte each in FP8: 35,136 B a
+    token on every GPU, whatever tp is (the latent serves all heads)."""
+    tp8 = scenario(model="deepseek-v3", precision="fp8", system="dgx-h200", num_gpus=8,
+                   parallelism={"tp": 8, "ep": 8})
+    tp4 = scenario(model="deepseek-v3", precision="fp8", system="dgx-h200", num_gpus=4,
+                   parallelism={"tp": 4, "ep": 4})
+    for s in (tp8, tp4):
+        assert serving_memory(s.spec).kv_bytes_per_token == 61 * (512 + 64) * 1
+    # 8 x 80 GB cannot hold 671B FP8 weights; 8 x 141 GB can
+    h100 = scenario(model="deepseek-v3", precision="fp8", system="dgx-h100", num_gpus=8,
+                    parallelism={"tp": 8, "ep": 8})
+    assert not serving_memory(h100.spec).fits and serving_memory(tp8.spec).fits
+
+
+def test_mla_decode_attention_turns_compute_bound_with_all_heads_on_a_gpu() -> None:
+    """Absorbed MLA decode does 2 (2 x 512 + 64) FLOPs per head per cached token for its 576
+    bytes of FP8 latent. With all 128 heads on a GPU (tp 1) that is 484 FLOPs a byte, beyond
+    Hopper's ridge: compute bounds it (FlashMLA's 660 TFLOP/s compute-bound figure is this
+    case); with 16 heads a GPU (tp 8), 60 FLOPs a byte, the latent's bandwidth does."""
+    batch = Batch(decode_seqs=64, logits_rows=64, decode_ctx_hbm=64 * 8000)
+    for tp, bound in ((1, "compute"), (8, "bandwidth")):
+        model = IterationModel(scenario(model="deepseek-v3", precision="fp8",
+                                        system="dgx-h200", num_gpus=tp,
+                                        parallelism={"tp": tp, "ep": tp}))
+        gpu = model.gpu
+        flops = 61 * 2 * (128 // tp) * (2 * 512 + 64) * 64 * 8000
+        compute = flops / (gpu.peak_flops["bf16"] * gpu.attention_efficiency["bf16"])
+        reads = 61 * (64 * 8000 * 576 + 64 * (128 // tp) * 576 * 4) / gpu.hbm_bytes_per_s
+        expected = compute if bound == "compute" else reads  # launch gaps are a part apart
+        assert model.kv_layer_bytes == 576
+        assert (compute > reads) == (bound == "compute")
+        assert model.iteration(batch, 64).parts["kv_read"] == pytest.approx(expected, rel=1e-6)

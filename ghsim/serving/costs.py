@@ -37,8 +37,9 @@ from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model
 from ghsim.errors import ConfigError
 from ghsim.fabric.sharing import makespan_s
 from ghsim.fabric.traffic import TrafficPlanner, traffic_planner
-from ghsim.serving.memory import DTYPE_BYTES, ReplicaShape, replica_shape
+from ghsim.serving.memory import DTYPE_BYTES, ReplicaShape, kv_width, replica_shape
 from ghsim.workload.ir import RankClass
+from ghsim.workload.modelsize import mla_dims, parameter_count
 from ghsim.workload.placement import place_groups
 from ghsim.workload.summary import wire_bytes
 
@@ -135,9 +136,11 @@ class IterationModel:
                               f"flops_per_clock_per_sm); serve in bf16 or fp16")
         self.wdtype = inference.precision
         self.wbytes = DTYPE_BYTES[inference.precision]
-        self.kv_layer_bytes = (2.0 * self.shape.kv_heads * self.shape.head_dim
-                               * DTYPE_BYTES[inference.kv_dtype])
-        """K and V of one token in one layer on this GPU."""
+        self.kv_layer_bytes = float(kv_width(spec.model, spec.parallelism.tp)
+                                    * DTYPE_BYTES[inference.kv_dtype])
+        """One token's KV cache in one layer on this GPU."""
+        self.mla = mla_dims(spec.model)
+        self.attention_params = parameter_count(spec.model).attention_per_layer
         self.offload = inference.kv_offload.policy
         self.host = self._host_rates(spec)
         cpu = spec.system.node.cpu.cpu
@@ -252,8 +255,11 @@ class IterationModel:
         q, kv = s.heads * hd, s.kv_heads * hd
         dense_layers = s.layers - s.moe_layers
         one = IterationCost()
-        self._gemm(one, m, q + 2 * kv, h, dtype)
-        self._gemm(one, m, h, q, dtype)
+        if self.mla is None:
+            self._gemm(one, m, q + 2 * kv, h, dtype)
+            self._gemm(one, m, h, q, dtype)
+        else:  # MLA's down and up projections, as one GEMM of the layer's attention weights
+            self._gemm(one, m, max(1, self.attention_params // (s.tp * h)), h, dtype)
         self._memory_kernel(one, m * h * 2.0 * 2 * 2)  # two norms: read and write h
         self._memory_kernel(one, m * self.kv_layer_bytes)  # rotary and the KV-cache write
         allreduce = 2 * self.allreduce_s(m * h * 2.0)
@@ -331,22 +337,37 @@ class IterationModel:
         cost.add("cpu", max(0.0, host_s - gpu_s) if self.overlap_host else host_s)
         return cost
 
+    def _widths(self) -> tuple[int, int, int]:
+        """FLOPs per (query, key) pair of prefill, FLOPs per cached token of decode, and the
+        query width, on this GPU. MLA prefills with full heads of nope + rope (scores) and v
+        (values) and decodes absorbed: every head scores the latent and the rotary key and
+        sums the latent, 2 (2 kv_lora + rope) per head (DeepSeek inference/model.py, the
+        'absorb' path)."""
+        s = self.shape
+        if self.mla is None:
+            width = s.heads * s.head_dim
+            return 4 * width, 4 * width, width
+        m = self.mla
+        prefill = 2 * s.heads * (m.nope + m.rope + m.v)
+        decode = 2 * s.heads * (2 * m.kv_lora + m.rope)
+        return prefill, decode, s.heads * (m.kv_lora + m.rope)
+
     def _attention(self, cost: IterationCost, batch: Batch) -> None:
         s, gpu = self.shape, self.gpu
         layers = s.layers
         peak = gpu._lookup(gpu.peak_flops, "bf16", "flops_per_clock_per_sm")
         efficiency = gpu._lookup(gpu.attention_efficiency, "bf16", "attention_efficiency")
-        width = s.heads * s.head_dim
+        per_pair, per_cached, width = self._widths()
         if batch.prefill_tokens:
-            flops = 4.0 * width * batch.prefill_pairs
-            nbytes = (batch.prefill_tokens * (width + 2 * s.kv_heads * s.head_dim) * 2.0
+            flops = float(per_pair) * batch.prefill_pairs
+            nbytes = (batch.prefill_tokens * (width * 2.0 + self.kv_layer_bytes)
                       + batch.prefill_past_tokens * self.kv_layer_bytes)
             seconds = max(flops / (peak * efficiency), nbytes / gpu.hbm_bytes_per_s)
             cost.add("attention", layers * seconds)
             cost.add("launch", layers * gpu.launch_s)
         if batch.decode_seqs:
             ctx = batch.decode_ctx_hbm + batch.decode_ctx_host
-            flops = 4.0 * width * ctx
+            flops = float(per_cached) * ctx
             hbm = (batch.decode_ctx_hbm * self.kv_layer_bytes
                    + batch.decode_seqs * width * 2.0 * 2)
             seconds = max(flops / (peak * efficiency), hbm / gpu.hbm_bytes_per_s)

@@ -20,7 +20,7 @@ from ghsim.config.schema.model import ModelSpec
 from ghsim.config.schema.serving import LengthSpec
 from ghsim.errors import ConfigError
 from ghsim.units import GIB
-from ghsim.workload.modelsize import moe_layer_count, parameter_count
+from ghsim.workload.modelsize import mla_dims, moe_layer_count, parameter_count
 
 DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 
@@ -28,16 +28,21 @@ DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 def check_servable(model: ModelSpec, source: str) -> None:
     """Refuse model features the serving model does not cost yet, naming them."""
     spec = model.attention
-    if model.attention_type == "mla":
-        raise ConfigError(source, "model.attention.type", "mla is not modelled for serving "
-                          "yet (its compressed KV cache and absorbed projections); serve an "
-                          "mha or gqa model")
     if spec is not None and spec.sliding_window is not None:
         raise ConfigError(source, "model.attention.sliding_window", "sliding-window "
                           "attention is not modelled for serving yet")
-    if model.mtp_layers:
-        raise ConfigError(source, "model.mtp_layers", "multi-token prediction (speculative "
-                          "decoding) is not modelled for serving yet; set 0")
+
+
+def kv_width(model: ModelSpec, tp: int) -> int:
+    """Values one token keeps in the KV cache per layer on one GPU of a tp replica: K and V
+    of the GPU's KV heads (replicated when tp exceeds them); with MLA the compressed latent
+    and the shared rotary key, ``kv_lora_rank + qk_rope_head_dim``, which every GPU keeps
+    whole (DeepSeek's inference/model.py caches kv_cache and pe_cache of those widths; the
+    latent serves all heads, so tensor parallelism cannot split it)."""
+    mla = mla_dims(model)
+    if mla is not None:
+        return mla.kv_lora + mla.rope
+    return 2 * max(1, model.kv_heads // tp) * model.head_dim_resolved
 
 
 @dataclass(frozen=True)
@@ -129,23 +134,23 @@ class ServingMemory:
 
 def weight_bytes_per_gpu(spec: ServingScenarioSpec) -> float:
     """Weights on one GPU: linear layers at the serving precision over tp, the lm_head in
-    16 bits over tp, the embedding in 16 bits on every GPU, norms in 16 bits."""
+    16 bits over tp, the embedding in 16 bits on every GPU, norms in 16 bits. Multi-token-
+    prediction modules are not loaded: speculative decoding is not modelled."""
     model, tp = spec.model, spec.parallelism.tp
     count = parameter_count(model)
     wide = DTYPE_BYTES[spec.inference.precision]
     half = 2
     norms = count.layers * count.norms_per_layer + count.final_norm
-    linear = count.non_embedding - norms
+    linear = count.non_embedding - norms - count.mtp
     output = count.output if count.output else model.vocab * model.hidden  # tied: shared
     embedding = count.embedding if count.output else 0  # tied: the lm_head holds it
     return (linear * wide + output * half) / tp + embedding * half + norms * half
 
 
 def kv_bytes_per_token(spec: ServingScenarioSpec) -> float:
-    """K and V of one token in every layer on one GPU: 2 x layers x kv heads x head_dim."""
-    shape = replica_shape(spec)
-    return 2.0 * shape.layers * shape.kv_heads * shape.head_dim * DTYPE_BYTES[
-        spec.inference.kv_dtype]
+    """One token's KV cache in every layer on one GPU (:func:`kv_width` per layer)."""
+    return float(spec.model.layers * kv_width(spec.model, spec.parallelism.tp)
+                 * DTYPE_BYTES[spec.inference.kv_dtype])
 
 
 def activation_bytes(spec: ServingScenarioSpec) -> float:
