@@ -7,6 +7,10 @@ clocks and MIG stay as they are) and measures:
 * GEMM throughput over training shapes (M = tokens per micro-batch, N and K from Llama-class
   layers and the vocabulary), BF16 and, where ``torch._scaled_mm`` runs, FP8 e4m3 with
   tensor-wise scales: what ``gpu.compute.gemm_efficiency`` / ``gemm_k_half`` are fitted from;
+* the same over serving shapes (M = 16 ... 2048 tokens of an iteration, N and K of Llama 3
+  70B's layers on one GPU): where decode's weight streaming (``gpu.memory.
+  skinny_gemm_efficiency``) gives way to compute, and the FP8 throughput a batch of a few
+  hundred sequences reaches (the open question of ghsim's serving accuracy, issue 14);
 * the SM clock and board power while each dense GEMM runs (nvidia-smi sampled beside it): the
   sustained clock under load that ``system.node.gpu_clock_ghz`` stands for;
 * HBM copy bandwidth (device-to-device ``copy_``) and an element-wise kernel's bandwidth;
@@ -37,6 +41,9 @@ SHAPES = [  # (M, N, K)
     (8192, 128256, 4096), (4096, 4096, 1024), (4096, 4096, 512), (2048, 2048, 2048),
     (16384, 5120, 5120), (8192, 53248, 8192), (8192, 8192, 28672), (4096, 14336, 4096),
 ]
+SERVING_SHAPES = [(m, n, k) for m in (16, 64, 128, 256, 512, 1024, 2048)
+                  for n, k in ((10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672))]
+"""Llama 3 70B's QKV, output, gate+up and down projections on one GPU, over decode batches."""
 
 
 def _smi(query: str) -> list[str]:
@@ -153,7 +160,7 @@ def main() -> None:
     results: dict[str, Any] = {"info": info, "gemm": [], "bandwidth": bandwidth(),
                                "host": host()}
     for dtype in ("bf16", "fp8"):
-        for m, n, k in SHAPES:
+        for m, n, k in SHAPES + SERVING_SHAPES:
             try:
                 results["gemm"].append(gemm(m, n, k, dtype))
             except (RuntimeError, TypeError) as error:  # no FP8 GEMM on this GPU or torch
