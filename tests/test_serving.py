@@ -472,3 +472,58 @@ def test_mla_decode_attention_turns_compute_bound_with_all_heads_on_a_gpu() -> N
         assert model.kv_layer_bytes == 576
         assert (compute > reads) == (bound == "compute")
         assert model.iteration(batch, 64).parts["kv_read"] == pytest.approx(expected, rel=1e-6)
+
+
+# -- sliding-window attention ---------------------------------------------------------------------
+
+
+def test_windowed_layers_keep_and_read_at_most_the_window() -> None:
+    """GPT-OSS: every other layer attends to a 128-token window. A 4,096-token request then
+    reserves half its layers' KV for 4,096 tokens and half for 128, 2,112 tokens of all
+    layers (33 blocks of 64, not 64); its decode iterations read min(context, 128) in those."""
+    from ghsim.serving.engine import EngineConfig, ReplicaEngine, request_blocks
+    from ghsim.serving.memory import window_of
+    from ghsim.serving.requests import Request
+
+    s = scenario(model="gpt-oss-20b", precision="bf16")
+    window = window_of(s.spec.model)
+    assert window is not None and (window.tokens, window.windowed, window.layers) == (128, 12, 24)
+    request = Request(0, 4000, 96, reserve_tokens=4096)
+    assert request_blocks(request, 64, 1, window) == 33
+    assert request_blocks(request, 64, 1, None) == 64
+
+    class Recorder:
+        """Stands in for the iteration cost model: 1 ms an iteration, the batches kept."""
+
+        def __init__(self) -> None:
+            self.batches: list[Batch] = []
+
+        def iteration(self, batch: Batch, running: int) -> Any:
+            from ghsim.serving.costs import IterationCost
+
+            self.batches.append(batch)
+            cost = IterationCost()
+            cost.add("gemm", 1e-3)
+            return cost
+
+    recorder = Recorder()
+    config = EngineConfig(policy="inflight", max_batch_size=8, max_num_tokens=8192,
+                          chunked_prefill=False, block_tokens=64, hbm_blocks=1000,
+                          host_blocks=0, beam_width=1, arrival="offline", rate_per_s=None,
+                          concurrency=None, window=window)
+    short = Request(0, 100, 64, reserve_tokens=164)  # its context passes the window
+    engine = ReplicaEngine(recorder, config, [short], None)  # type: ignore[arg-type]
+    engine.run()
+    decode = [b for b in recorder.batches if b.decode_seqs]
+    assert [b.decode_ctx_hbm for b in decode] == [101 + k for k in range(63)]
+    assert [b.decode_ctx_window for b in decode] == [min(101 + k, 128) for k in range(63)]
+
+
+def test_a_window_halves_long_context_decode_reads() -> None:
+    model = IterationModel(scenario(model="gpt-oss-20b", precision="bf16"))
+    ctx = 64 * 8000
+    windowed = model.iteration(Batch(decode_seqs=64, logits_rows=64, decode_ctx_hbm=ctx,
+                                     decode_ctx_window=64 * 128), 64).parts["kv_read"]
+    unwindowed = model.iteration(Batch(decode_seqs=64, logits_rows=64, decode_ctx_hbm=ctx,
+                                       decode_ctx_window=ctx), 64).parts["kv_read"]
+    assert windowed == pytest.approx(unwindowed * (12 + 12 * 128 / 8000) / 24, rel=0.02)

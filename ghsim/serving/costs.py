@@ -37,7 +37,13 @@ from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model
 from ghsim.errors import ConfigError
 from ghsim.fabric.sharing import makespan_s
 from ghsim.fabric.traffic import TrafficPlanner, traffic_planner
-from ghsim.serving.memory import DTYPE_BYTES, ReplicaShape, kv_width, replica_shape
+from ghsim.serving.memory import (
+    DTYPE_BYTES,
+    ReplicaShape,
+    kv_width,
+    replica_shape,
+    window_of,
+)
 from ghsim.workload.ir import RankClass
 from ghsim.workload.modelsize import mla_dims, parameter_count
 from ghsim.workload.placement import place_groups
@@ -74,6 +80,10 @@ class Batch:
     """Cached tokens the decoding sequences read from HBM."""
     decode_ctx_host: float = 0.0
     """Cached tokens they read from host memory (offloaded KV)."""
+    prefill_window_pairs: float = 0.0
+    """Sliding-window models: the prefilled chunks' (query, key) pairs inside the window."""
+    decode_ctx_window: float = 0.0
+    """Sliding-window models: sum over decoding sequences of min(context, window)."""
 
     @property
     def tokens(self) -> int:
@@ -140,6 +150,7 @@ class IterationModel:
                                     * DTYPE_BYTES[inference.kv_dtype])
         """One token's KV cache in one layer on this GPU."""
         self.mla = mla_dims(spec.model)
+        self.window = window_of(spec.model)
         self.attention_params = parameter_count(spec.model).attention_per_layer
         self.offload = inference.kv_offload.policy
         self.host = self._host_rates(spec)
@@ -329,7 +340,8 @@ class IterationModel:
         gpu_s = cost.total_s
         reload_s = 0.0
         if self.offload == "reload" and batch.decode_ctx_host > 0 and self.host is not None:
-            reload_s = (batch.decode_ctx_host * self.kv_layer_bytes * self.shape.layers
+            full = self.shape.layers - (self.window.windowed if self.window else 0)
+            reload_s = (batch.decode_ctx_host * self.kv_layer_bytes * full
                         / self.host.copy_bytes_per_s)
             cost.add("kv_host", max(0.0, reload_s - gpu_s))
             gpu_s = max(gpu_s, reload_s)
@@ -353,28 +365,39 @@ class IterationModel:
         return prefill, decode, s.heads * (m.kv_lora + m.rope)
 
     def _attention(self, cost: IterationCost, batch: Batch) -> None:
+        """Prefill and decode attention of every layer: the layers with a sliding window
+        (``self.window``) see at most the window's pairs and cached tokens, all in HBM."""
         s, gpu = self.shape, self.gpu
         layers = s.layers
+        windowed = self.window.windowed if self.window is not None else 0
+        full = layers - windowed
         peak = gpu._lookup(gpu.peak_flops, "bf16", "flops_per_clock_per_sm")
-        efficiency = gpu._lookup(gpu.attention_efficiency, "bf16", "attention_efficiency")
+        rate = peak * gpu._lookup(gpu.attention_efficiency, "bf16", "attention_efficiency")
         per_pair, per_cached, width = self._widths()
+        bandwidth = gpu.hbm_bytes_per_s
         if batch.prefill_tokens:
-            flops = float(per_pair) * batch.prefill_pairs
             nbytes = (batch.prefill_tokens * (width * 2.0 + self.kv_layer_bytes)
                       + batch.prefill_past_tokens * self.kv_layer_bytes)
-            seconds = max(flops / (peak * efficiency), nbytes / gpu.hbm_bytes_per_s)
-            cost.add("attention", layers * seconds)
+            seconds = full * max(per_pair * batch.prefill_pairs / rate, nbytes / bandwidth)
+            if windowed:
+                seconds += windowed * max(per_pair * batch.prefill_window_pairs / rate,
+                                          nbytes / bandwidth)
+            cost.add("attention", seconds)
             cost.add("launch", layers * gpu.launch_s)
         if batch.decode_seqs:
             ctx = batch.decode_ctx_hbm + batch.decode_ctx_host
-            flops = float(per_cached) * ctx
-            hbm = (batch.decode_ctx_hbm * self.kv_layer_bytes
-                   + batch.decode_seqs * width * 2.0 * 2)
-            seconds = max(flops / (peak * efficiency), hbm / gpu.hbm_bytes_per_s)
-            cost.add("kv_read", layers * seconds)
+            queries = batch.decode_seqs * width * 2.0 * 2
+            hbm = batch.decode_ctx_hbm * self.kv_layer_bytes + queries
+            one = max(per_cached * ctx / rate, hbm / bandwidth)
+            seconds = full * one
+            if windowed:
+                seconds += windowed * max(
+                    per_cached * batch.decode_ctx_window / rate,
+                    (batch.decode_ctx_window * self.kv_layer_bytes + queries) / bandwidth)
+            cost.add("kv_read", seconds)
             if self.offload == "in_place" and batch.decode_ctx_host and self.host is not None:
                 host = batch.decode_ctx_host * self.kv_layer_bytes / self.host.read_bytes_per_s
-                cost.add("kv_host", layers * max(0.0, host - seconds))
+                cost.add("kv_host", full * max(0.0, host - one))
             cost.add("launch", layers * gpu.launch_s)
 
 

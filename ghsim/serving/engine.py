@@ -30,7 +30,7 @@ import simpy
 
 from ghsim.limits import MAX_SERVING_ITERATIONS
 from ghsim.serving.costs import PARTS, Batch, IterationModel
-from ghsim.serving.memory import blocks_for
+from ghsim.serving.memory import Window, blocks_for
 from ghsim.serving.requests import Request
 
 LIMITS = ("max_batch_size", "kv_capacity", "max_num_tokens")
@@ -55,6 +55,7 @@ class EngineConfig:
     arrival: str
     rate_per_s: float | None
     concurrency: int | None
+    window: Window | None = None
 
 
 @dataclass
@@ -88,13 +89,17 @@ class EngineRun:
     peak_host_blocks: int
 
 
-def request_blocks(request: Request, block_tokens: int, beams: int) -> int:
+def request_blocks(request: Request, block_tokens: int, beams: int,
+                   window: Window | None = None) -> int:
     """KV blocks reserved for a request to completion: the prompt's full blocks once (the beams
     share them), the rest (the prompt's last partial block and the output limit) per beam, as
     TensorRT-LLM's KV cache manager counts them (getRemainingBlocksToCompletion: context blocks
-    plus generation blocks times the beam width)."""
+    plus generation blocks times the beam width, each capped by the attention window: here
+    the windowed layers' share of a block holds at most the window's tokens)."""
     tokens = max(request.reserve_tokens, request.input_tokens + request.output_tokens)
-    shared = request.input_tokens // block_tokens if beams > 1 else 0
+    if window is not None:
+        tokens = math.ceil(window.cached(tokens))
+    shared = min(request.input_tokens, tokens) // block_tokens if beams > 1 else 0
     return shared + beams * (blocks_for(tokens, block_tokens) - shared)
 
 
@@ -122,6 +127,12 @@ class ReplicaEngine:
         self.host_rate = 0.0
         """Sum over decoding sequences of their host share (d host ctx per iteration)."""
         self.host_ctx_sum = 0.0
+        self.window_sum = 0.0
+        """Sum over decoding sequences of min(context, window) (sliding-window models)."""
+        self.window_growing = 0
+        """Decoding sequences whose context is still shorter than the window."""
+        self.window_full: list[tuple[int, int, Request]] = []
+        """(iteration its context reaches the window, index, request) of the growing ones."""
         self.free_hbm = config.hbm_blocks
         self.free_host = config.host_blocks
         self.done = 0
@@ -159,7 +170,8 @@ class ReplicaEngine:
     # -- KV blocks -----------------------------------------------------------------------------
 
     def _blocks(self, request: Request) -> int:
-        return request_blocks(request, self.config.block_tokens, self.config.beam_width)
+        return request_blocks(request, self.config.block_tokens, self.config.beam_width,
+                              self.config.window)
 
     def _reserve(self, request: Request) -> bool:
         need = self._blocks(request)
@@ -227,10 +239,15 @@ class ReplicaEngine:
             if p + take == request.input_tokens:
                 finishing += self.config.beam_width
         host = self.host_ctx_sum
+        window_pairs = 0.0
+        if self.config.window is not None:
+            w = self.config.window.tokens
+            window_pairs = sum(take * min(r.prefilled + (take + 1) / 2, w) for r, take in chunks)
         return Batch(prefill_tokens=int(tokens), prefill_pairs=pairs,
                      prefill_past_tokens=int(past),
                      logits_rows=self.decode_seqs + finishing, decode_seqs=self.decode_seqs,
-                     decode_ctx_hbm=self.ctx_sum - host, decode_ctx_host=host)
+                     decode_ctx_hbm=self.ctx_sum - host, decode_ctx_host=host,
+                     prefill_window_pairs=window_pairs, decode_ctx_window=self.window_sum)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -277,6 +294,11 @@ class ReplicaEngine:
         # every decoding sequence appended one token
         self.ctx_sum += self.decode_seqs
         self.host_ctx_sum += self.host_rate
+        self.window_sum += self.window_growing
+        while self.window_full and self.window_full[0][0] <= self.iteration:
+            _, _, full = heapq.heappop(self.window_full)
+            if full.extra.pop("window_growing", 0.0):
+                self.window_growing -= beams
         for request, take in chunks:
             request.prefilled += take
             if request.prefilled < request.input_tokens:
@@ -293,6 +315,7 @@ class ReplicaEngine:
             self.ctx_sum += beams * request.join_context
             self.host_rate += beams * request.host_fraction
             self.host_ctx_sum += beams * request.host_fraction * request.join_context
+            self._join_window(request)
             heapq.heappush(self.finishing, (self.iteration + request.output_tokens - 1,
                                             request.index, request))
         while self.finishing and self.finishing[0][0] <= self.iteration:
@@ -312,6 +335,19 @@ class ReplicaEngine:
                 self._release(request)
             self.static_batch = []
 
+    def _join_window(self, request: Request) -> None:
+        """Add a sequence that starts decoding to the window sums."""
+        window = self.config.window
+        if window is None:
+            return
+        beams = self.config.beam_width
+        self.window_sum += beams * min(request.join_context, window.tokens)
+        if request.join_context < window.tokens:
+            self.window_growing += beams
+            request.extra["window_growing"] = 1.0
+            heapq.heappush(self.window_full, (
+                self.iteration + window.tokens - request.join_context, request.index, request))
+
     def _leave(self, request: Request) -> None:
         """Take a decoding request's sequences out of the sums."""
         beams = self.config.beam_width
@@ -321,8 +357,12 @@ class ReplicaEngine:
         self.ctx_sum -= beams * context
         self.host_rate -= beams * request.host_fraction
         self.host_ctx_sum -= beams * request.host_fraction * context
+        if self.config.window is not None:
+            self.window_sum -= beams * min(context, self.config.window.tokens)
+            if request.extra.pop("window_growing", 0.0):
+                self.window_growing -= beams
         if not self.decode_seqs:  # clear rounding drift
-            self.ctx_sum = self.host_ctx_sum = self.host_rate = 0.0
+            self.ctx_sum = self.host_ctx_sum = self.host_rate = self.window_sum = 0.0
 
     def _finish(self, request: Request, now: float) -> None:
         request.finish_s = now

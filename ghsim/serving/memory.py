@@ -20,17 +20,51 @@ from ghsim.config.schema.model import ModelSpec
 from ghsim.config.schema.serving import LengthSpec
 from ghsim.errors import ConfigError
 from ghsim.units import GIB
-from ghsim.workload.modelsize import mla_dims, moe_layer_count, parameter_count
+from ghsim.workload.modelsize import (
+    attention_window,
+    mla_dims,
+    moe_layer_count,
+    parameter_count,
+)
 
 DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def check_servable(model: ModelSpec, source: str) -> None:
-    """Refuse model features the serving model does not cost yet, naming them."""
-    spec = model.attention
-    if spec is not None and spec.sliding_window is not None:
-        raise ConfigError(source, "model.attention.sliding_window", "sliding-window "
-                          "attention is not modelled for serving yet")
+    """Refuse model features the serving model does not cost yet, naming them (none now:
+    dense, MoE, GQA, MLA and sliding-window models all serve)."""
+    del model, source
+
+
+@dataclass(frozen=True)
+class Window:
+    """Sliding-window attention as serving sees it: ``windowed`` of the model's layers keep
+    and read at most ``tokens`` of each sequence's KV cache (TensorRT-LLM's cyclic KV cache
+    for a layer's attention window); the others keep everything."""
+
+    tokens: int
+    windowed: int
+    layers: int
+
+    @property
+    def share(self) -> float:
+        """The windowed layers' share of the KV cache's layers."""
+        return self.windowed / self.layers
+
+    def cached(self, tokens: float) -> float:
+        """A sequence of ``tokens`` tokens' KV cache, in tokens of every layer."""
+        return (1 - self.share) * tokens + self.share * min(tokens, self.tokens)
+
+
+def window_of(model: ModelSpec) -> Window | None:
+    """The model's sliding window, or None when every layer attends to the whole sequence."""
+    windows = {attention_window(model, i) for i in range(model.layers)}
+    sizes = {w for w in windows if w is not None}
+    if not sizes:
+        return None
+    tokens = min(sizes)  # one window size in the shipped models
+    windowed = sum(1 for i in range(model.layers) if attention_window(model, i) is not None)
+    return Window(tokens, windowed, model.layers)
 
 
 def kv_width(model: ModelSpec, tp: int) -> int:

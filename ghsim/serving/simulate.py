@@ -33,6 +33,7 @@ from ghsim.serving.memory import (
     engine_limits,
     mean_tokens,
     serving_memory,
+    window_of,
 )
 from ghsim.serving.requests import replica_requests, unit_gaps
 from ghsim.serving.result import ServingResult, build_result
@@ -98,6 +99,7 @@ def _config(scenario: ServingScenario, memory: ServingMemory, rate: float | None
         beam_width=inference.beam_width, arrival=requests.arrival,
         rate_per_s=rate / replicas if rate is not None else None,
         concurrency=requests.concurrency // replicas if requests.concurrency else None,
+        window=window_of(scenario.spec.model),
     )
 
 
@@ -227,7 +229,8 @@ def simulate_serving(scenario: ServingScenario) -> ServingResult:
         return build_result(scenario, memory, None, model, limits, None, [])
     requests = spec.inference.requests
     _check_iterations(scenario, _requests_per_replica(scenario, requests.rate_per_s), limits)
-    blocks = max(request_blocks(r, memory.block_tokens, spec.inference.beam_width)
+    window = window_of(spec.model)
+    blocks = max(request_blocks(r, memory.block_tokens, spec.inference.beam_width, window)
                  for r in replica_requests(requests, scenario.replicas, spec.seed))
     usable = memory.hbm_blocks + (memory.host_blocks
                                   if spec.inference.kv_offload.policy != "none" else 0)
