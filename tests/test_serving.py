@@ -527,3 +527,20 @@ def test_a_window_halves_long_context_decode_reads() -> None:
     unwindowed = model.iteration(Batch(decode_seqs=64, logits_rows=64, decode_ctx_hbm=ctx,
                                        decode_ctx_window=ctx), 64).parts["kv_read"]
     assert windowed == pytest.approx(unwindowed * (12 + 12 * 128 / 8000) / 24, rel=0.02)
+
+
+def test_gpt_oss_120b_with_mxfp4_experts_fits_one_80_gb_gpu() -> None:
+    """OpenAI's gpt-oss model card (arXiv:2508.10925): with its MoE weights in MXFP4 (4.25 bits
+    a parameter), gpt-oss-120b runs within a single 80 GB GPU; in BF16 it needs three."""
+    base = {"model": "gpt-oss-120b", "system": "dgx-h100", "precision": "bf16"}
+    mxfp4 = serving_memory(scenario(**base, expert_precision="mxfp4").spec)
+    bf16 = serving_memory(scenario(**base).spec)
+    assert mxfp4.fits and mxfp4.weights_bytes < 70 * GIB
+    assert not bf16.fits and bf16.weights_bytes > 200 * GIB
+    # MXFP4 experts stream a quarter of BF16's bytes, so decode's expert reads shrink with them
+    h200 = {**base, "system": "dgx-h200"}
+    one = IterationModel(scenario(**h200, expert_precision="mxfp4"))
+    two = IterationModel(scenario(**h200))
+    batch = Batch(decode_seqs=8, logits_rows=8, decode_ctx_hbm=8 * 1000)
+    assert one.iteration(batch, 8).parts["weights"] < 0.4 * two.iteration(batch, 8).parts[
+        "weights"]

@@ -146,6 +146,10 @@ class IterationModel:
                               f"flops_per_clock_per_sm); serve in bf16 or fp16")
         self.wdtype = inference.precision
         self.wbytes = DTYPE_BYTES[inference.precision]
+        expert = inference.expert_precision or inference.precision
+        self.expert_wbytes = DTYPE_BYTES[expert]
+        self.expert_dtype = "bf16" if expert == "mxfp4" else expert
+        """MXFP4 experts are unpacked and multiplied in BF16 (no FP4 tensor cores)."""
         self.kv_layer_bytes = float(kv_width(spec.model, spec.parallelism.tp)
                                     * DTYPE_BYTES[inference.kv_dtype])
         """One token's KV cache in one layer on this GPU."""
@@ -287,15 +291,17 @@ class IterationModel:
         return cost
 
     def _mlp(self, cost: IterationCost, m: float, width: int, groups: int = 1,
-             weight_groups: float | None = None) -> None:
+             weight_groups: float | None = None, experts: bool = False) -> None:
         """An MLP of ``width`` on this GPU (``groups`` experts sharing a grouped GEMM, of
-        which ``weight_groups`` are read)."""
-        s, dtype = self.shape, self.wdtype
+        which ``weight_groups`` are read; ``experts``: at the routed experts' precision)."""
+        s = self.shape
+        dtype, wbytes = ((self.expert_dtype, self.expert_wbytes) if experts
+                         else (self.wdtype, self.wbytes))
         up = (s.mlp_matrices - 1) * width
         read = weight_groups if weight_groups is not None else groups
-        self._gemm(cost, m, up, s.hidden, dtype, groups, up * s.hidden * self.wbytes * read)
+        self._gemm(cost, m, up, s.hidden, dtype, groups, up * s.hidden * wbytes * read)
         self._memory_kernel(cost, m * groups * width * 2.0 * (s.mlp_matrices))  # activation
-        self._gemm(cost, m, s.hidden, width, dtype, groups, width * s.hidden * self.wbytes * read)
+        self._gemm(cost, m, s.hidden, width, dtype, groups, width * s.hidden * wbytes * read)
 
     def _moe(self, cost: IterationCost, m: int) -> None:
         s = self.shape
@@ -304,7 +310,7 @@ class IterationModel:
                             * s.local_experts)  # permute and unpermute the routed copies
         rows = m * s.top_k / s.experts
         touched = s.local_experts * (1.0 - (1.0 - s.top_k / s.experts) ** m)
-        self._mlp(cost, rows, s.expert_ffn, s.local_experts, touched)
+        self._mlp(cost, rows, s.expert_ffn, s.local_experts, touched, experts=True)
         if s.shared_ffn:
             self._mlp(cost, m, s.shared_ffn)
 

@@ -27,7 +27,8 @@ from ghsim.workload.modelsize import (
     parameter_count,
 )
 
-DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
+DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "mxfp4": 4.25 / 8}
+"""Bytes a value; MXFP4 is 4 bits and one 8-bit scale per 32 values (OCP MX specification)."""
 
 
 def check_servable(model: ModelSpec, source: str) -> None:
@@ -176,9 +177,12 @@ def weight_bytes_per_gpu(spec: ServingScenarioSpec) -> float:
     half = 2
     norms = count.layers * count.norms_per_layer + count.final_norm
     linear = count.non_embedding - norms - count.mtp
+    experts = count.moe_layers * count.experts * count.expert
+    expert_dtype = spec.inference.expert_precision or spec.inference.precision
+    linear_bytes = (linear - experts) * wide + experts * DTYPE_BYTES[expert_dtype]
     output = count.output if count.output else model.vocab * model.hidden  # tied: shared
     embedding = count.embedding if count.output else 0  # tied: the lm_head holds it
-    return (linear * wide + output * half) / tp + embedding * half + norms * half
+    return (linear_bytes + output * half) / tp + embedding * half + norms * half
 
 
 def kv_bytes_per_token(spec: ServingScenarioSpec) -> float:

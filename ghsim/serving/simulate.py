@@ -81,6 +81,9 @@ def _check(scenario: ServingScenario, max_num_tokens: int) -> None:
                               f"prompts of up to {longest} tokens exceed max_num_tokens "
                               f"({max_num_tokens}): set inference.scheduler.chunked_prefill "
                               f"true or raise max_num_tokens, as TensorRT-LLM requires")
+    if spec.model.moe is None and inference.expert_precision is not None:
+        raise ConfigError(scenario.source, "inference.expert_precision", "is for models with "
+                          "experts (model.moe); this model has none")
     if spec.model.moe is not None and spec.model.moe.capacity_factor is not None:
         raise ConfigError(scenario.source, "model.moe.capacity_factor", "token dropping is "
                           "not modelled for serving (serving engines run dropless)")

@@ -190,6 +190,12 @@ class InferenceSpec(Spec):
         description="Weights and GEMM inputs. fp8: the linear layers' weights and activations "
         "in FP8 with per-tensor scales (TensorRT-LLM / ModelOpt FP8), the embedding and the "
         "output layer (lm_head) in BF16, as ModelOpt leaves them.")
+    expert_precision: Literal["mxfp4", "fp8", "bf16", "fp16"] | None = Field(
+        default=None, description="MoE models: the routed experts' weights. mxfp4: OCP "
+        "microscaling FP4, 4 bits a weight and an 8-bit scale per 32 (4.25 bits), as GPT-OSS "
+        "ships its experts; Hopper has no FP4 tensor cores, so they are multiplied in BF16 "
+        "after unpacking (weight-only quantization: a quarter of the bytes, BF16's rate). "
+        "Default: precision.")
     kv_cache_dtype: ServingPrecision | None = Field(
         default=None, description="KV cache dtype. Default: fp8 with fp8 precision (the "
         "TensorRT-LLM FP8 checkpoints' kv_cache_quant_algo FP8), else the precision.")
@@ -229,6 +235,9 @@ class InferenceSpec(Spec):
 
     @model_validator(mode="after")
     def _consistent(self) -> InferenceSpec:
+        if self.expert_precision == "mxfp4" and self.precision == "fp16":
+            raise ValueError("expert_precision mxfp4 is multiplied in bf16: set precision "
+                             "bf16 or fp8")
         if self.find_max_rate and self.requests.arrival != "poisson":
             raise ValueError("find_max_rate needs requests.arrival 'poisson'")
         if self.find_max_rate and (self.latency_targets.ttft_ms is None
