@@ -60,7 +60,7 @@ class EngineConfig:
 
 @dataclass
 class Iterations:
-    """What each iteration ran (columns; converted to arrays at the end)."""
+    """What each iteration ran, one list per column (an entry per iteration)."""
 
     start_s: list[float] = field(default_factory=list)
     duration_s: list[float] = field(default_factory=list)

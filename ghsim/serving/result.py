@@ -95,6 +95,8 @@ def _bottleneck(run: EngineRun, host_link: str) -> dict[str, Any]:
 
 def _advice(scenario: ServingScenario, bottleneck: dict[str, Any],
             limited: dict[str, float], end_s: float) -> list[str]:
+    """What would raise throughput, from the bottleneck and the limits that held requests:
+    each a change the scenario can make (a key, a part, a layout), never a number."""
     spec = scenario.spec
     inference = spec.inference
     resource = bottleneck["resource"]
