@@ -300,11 +300,15 @@ def _validation_report(points: str | Path) -> dict[str, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    from ghsim.config.search import find_named, is_path_like
     from ghsim.config.yamlio import read_mapping
     from ghsim.engine.validation import summarize, validate_file, validate_inference_file
 
-    serving = read_mapping(Path(points)).get("kind") == "inference_points" if Path(
-        points).is_file() else False
+    if not Path(points).is_file() and not is_path_like(str(points)):
+        # a name: the shipped (or local) file of that stem in validation/, of either kind
+        points = find_named("validation_points", str(points)) or points
+    serving = Path(points).is_file() and read_mapping(Path(points)).get(
+        "kind") == "inference_points"
     run = validate_inference_file if serving else validate_file
     console = Console(stderr=True)
     with Progress(BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,

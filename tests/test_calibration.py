@@ -156,3 +156,15 @@ def test_a_file_of_another_kind_exits_2(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["validate", str(ROOT / "configs" / "systems" / "dgx-h100.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "validation_points" in err[0], err
+
+
+def test_the_inference_set_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``ghsim validate inference`` finds validation/inference.yaml by its name and runs it
+    as serving points (kind inference_points), from any folder."""
+    _no_simulation(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "inference", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kind"] == "inference_points" and report["simulated"] == 34
+    assert report["points"][0]["predicted"] == 1.0
