@@ -213,9 +213,9 @@ def throughput(records: list[dict[str, Any]], most: int = 24) -> Figure:
     """Output tokens per second of a serving sweep's best points, one bar each (hatched, at 0,
     where the model cannot be served)."""
     shown = records[:most]
-    figure, axes = plt.subplots(figsize=(8, max(2.5, 0.32 * len(shown) + 1.2)))
-    labels = [_label(textwrap.shorten(short_label(r["overrides"]) or r["label"], 60))
-              for r in shown]
+    labels = [_bar_label(r) for r in shown]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    figure, axes = plt.subplots(figsize=(9, 0.22 * lines + 0.2 * len(shown) + 1.6))
     values = [r["output_tokens_per_s"] for r in shown]
     bars = axes.barh(range(len(shown)), values, color=SERIES_COLOURS[0])
     for bar, record in zip(bars, shown, strict=True):
