@@ -53,6 +53,9 @@ def _max_length(length: int | LengthSpec) -> int | None:
 
 
 def _check(scenario: ServingScenario, max_num_tokens: int) -> None:
+    """What a serving scenario must satisfy beyond its schema, checked before simulating:
+    clients dealt evenly over replicas, bounded lengths, prompts within the token budget
+    unless chunked, expert precision only with experts, no token dropping."""
     spec = scenario.spec
     check_servable(spec.model, scenario.source)
     inference = spec.inference
@@ -71,11 +74,7 @@ def _check(scenario: ServingScenario, max_num_tokens: int) -> None:
                               f"{MAX_SEQ_LEN:,} tokens (ghsim.limits.MAX_SEQ_LEN; give the "
                               f"distribution a max), got {shown}")
     if not inference.scheduler.chunked_prefill:
-        longest = _max_length(requests.input_tokens)
-        if longest is None:
-            raise ConfigError(scenario.source, "inference.requests.input_tokens.max",
-                              "is needed without chunked_prefill: a prompt is prefilled whole "
-                              "in one iteration and must fit max_num_tokens")
+        longest = _max_length(requests.input_tokens) or 0  # bounded: checked above
         if longest > max_num_tokens:
             raise ConfigError(scenario.source, "inference.requests.input_tokens",
                               f"prompts of up to {longest} tokens exceed max_num_tokens "
