@@ -315,6 +315,10 @@ def test_run_writes_result_and_trace(tmp_path: Path, capsys: pytest.CaptureFixtu
                  "-o", str(out), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "serving" and data["output_tokens_per_s"] > 0
+    # forward model FLOPs: 2 x 70.55e9 active parameters a prompt or output token, one GPU
+    tokens = data["output_tokens_per_s"] + data["input_tokens_per_s"]
+    assert data["model_tflops_per_gpu"] == pytest.approx(2 * 70_553_706_496 * tokens / 1e12)
+    assert data["mfu"] == pytest.approx(data["model_tflops_per_gpu"] / 1978.9, rel=0.01)
     assert json.loads((out / "result.json").read_text()) == data
     trace = json.loads((out / "trace.json").read_text())["traceEvents"]
     assert {e["ph"] for e in trace} >= {"X", "C", "M"}

@@ -20,8 +20,13 @@ def _ms(value: float | None) -> str:
 @_safe
 def render_serving(result: dict[str, Any], name: str, console: Console) -> None:
     """The summary of ``ghsim run`` on a serving scenario."""
+    utilisation = ""
+    if result.get("model_tflops_per_gpu") is not None:
+        utilisation = f", {result['model_tflops_per_gpu']:,.0f} model TFLOP/s per GPU"
+        if result.get("mfu") is not None:
+            utilisation += f", MFU {result['mfu']:.1%}"
     console.print(f"[bold]{name}[/]: {result['output_tokens_per_s']:,.0f} output tokens/s "
-                  f"({result['output_tokens_per_s_per_gpu']:,.0f} per GPU)")
+                  f"({result['output_tokens_per_s_per_gpu']:,.0f} per GPU{utilisation})")
     if "ttft_s" in result:
         table = Table(title="Latency (ms)", title_justify="left")
         for column in ("", "mean", "p50", "p90", "p99"):

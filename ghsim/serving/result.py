@@ -18,6 +18,7 @@ from ghsim.serving.memory import ServingMemory
 from ghsim.serving.requests import Request
 from ghsim.units import GIB
 from ghsim.version import __version__
+from ghsim.workload.modelsize import parameter_count
 
 PERCENTILES = (50, 90, 99)
 
@@ -223,12 +224,20 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
     per_replica = out_tokens / span if span > 0 else math.nan
     if inference.requests.arrival != "offline":
         per_replica = _arrival_window_rate(run, reqs, per_replica)
+    # Forward model FLOPs: 2 x active parameters a token (prompt and output tokens alike, the
+    # attention term left out as the usual serving convention does), over every GPU.
+    tokens_per_s = (per_replica * (1 + in_tokens / out_tokens) if out_tokens else 0.0)
+    flops_per_gpu = 2.0 * parameter_count(spec.model).active * tokens_per_s * replicas / (
+        spec.num_gpus)
+    peak = model.gpu.peak_flops.get(inference.precision) or model.gpu.peak_flops.get("bf16")
     busy = sum(run.parts_s.values())
     data = {
         "output_tokens_per_s": per_replica * replicas,
         "output_tokens_per_s_per_gpu": per_replica * replicas / spec.num_gpus,
         "input_tokens_per_s": in_tokens / span * replicas if span > 0 else math.nan,
         "requests_per_s": len(reqs) / span * replicas if span > 0 else math.nan,
+        "model_tflops_per_gpu": flops_per_gpu / 1e12,
+        "mfu": flops_per_gpu / peak if peak else None,
         "duration_s": span,
         "requests_per_replica": len(reqs),
         "ttft_s": _stats(ttft),
