@@ -66,25 +66,26 @@ def render_serving(result: dict[str, Any], name: str, console: Console) -> None:
 @_safe
 def render_serving_validation(outcomes: list[dict[str, Any]], summary: dict[str, Any],
                               console: Console) -> None:
-    """The table of ``ghsim validate`` on inference points."""
+    """The table of ``ghsim validate`` on inference points: throughput measured, predicted
+    and the error, then mean TTFT and TPOT predicted / measured where they were published."""
     table = Table(title="Predicted against measured output tokens/s", title_justify="left")
-    for column in ("point", "measured", "predicted", "error", "TTFT ms", "TPOT ms",
-                   "bound by"):
+    for column in ("point", "measured", "predicted", "error", "TTFT / TPOT ms", "bound by"):
         table.add_column(column, justify="left" if column in ("point", "bound by") else "right")
-    width = max(20, console.width - (80 if is_plain(console) else 92))
+    width = max(24, console.width - (66 if is_plain(console) else 78))
     for o in outcomes:
         name = wrap_name(o["id"], width)
         if o["failed"]:
-            table.add_row(name, "-", "-", "[red]failed[/]", "", "", o["failed"])
+            table.add_row(name, "-", "-", "[red]failed[/]", "", o["failed"])
             continue
         error = o["error"]
         style = "red" if abs(error) > 0.2 else ("yellow" if abs(error) > 0.1 else "green")
         latency = []
         for key in ("ttft_ms", "tpot_ms"):
             m, p = o.get(f"measured_{key}"), o.get(f"predicted_{key}")
-            latency.append(f"{p:,.0f} / {m:,.0f}" if m is not None and p is not None else "")
-        table.add_row(name, f"{o['measured']:,.1f}", f"{o['predicted']:,.1f}",
-                      f"[{style}]{error:+.1%}[/]", *latency, o["bottleneck"] or "")
+            if m is not None and p is not None:
+                latency.append(f"{p:,.0f}/{m:,.0f}")
+        table.add_row(name, f"{o['measured']:,.0f}", f"{o['predicted']:,.0f}",
+                      f"[{style}]{error:+.1%}[/]", "\n".join(latency), o["bottleneck"] or "")
     _show(console, table)
     console.print(f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%} over "
                   f"{summary['simulated']} simulated points ({summary['failed']} failed); "
