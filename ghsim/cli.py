@@ -24,6 +24,7 @@ from ghsim.outputs import dumps_strict
 from ghsim.version import __version__
 
 if TYPE_CHECKING:
+    from ghsim.config.serving_layout import ServingScenario
     from ghsim.engine.result import Result
 
 # Each command imports what it needs when it runs (numpy, networkx, simpy, pydantic, rich and
@@ -255,7 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_serving(scenario: Any, args: argparse.Namespace) -> int:
+def _run_serving(scenario: ServingScenario, args: argparse.Namespace) -> int:
     """``ghsim run`` on a serving scenario: result.json and trace.json with ``-o``."""
     from rich.console import Console
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ghsim.config.cursor import KeyPath
-from ghsim.config.schema import ScenarioSpec, SystemSpec
+from ghsim.config.schema import ModelSpec, ScenarioSpec, SystemSpec
 from ghsim.limits import MAX_GPUS
 
 
@@ -104,9 +104,9 @@ def nodes_for(system: SystemSpec, num_gpus: int) -> tuple[int, int]:
     return nodes, per_node
 
 
-def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
-    model, par = spec.model, spec.parallelism
-    tp, pp = par.tp, par.pp
+def check_heads_split(model: ModelSpec, tp: int) -> None:
+    """Tensor parallelism splits the attention heads, and divides or replicates the KV heads;
+    raises :class:`LayoutProblem` at ``parallelism.tp``."""
     if model.heads % tp:
         raise LayoutProblem(
             ("parallelism", "tp"), f"expected a divisor of the model's {model.heads} attention "
@@ -117,6 +117,12 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
             ("parallelism", "tp"), f"expected tp to divide, or be a multiple of, the model's "
             f"{model.kv_heads} kv_heads, got {tp}"
         )
+
+
+def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
+    model, par = spec.model, spec.parallelism
+    tp, pp = par.tp, par.pp
+    check_heads_split(model, tp)
     if model.ffn_hidden % tp:
         raise LayoutProblem(
             ("parallelism", "tp"), f"expected a divisor of ffn_hidden {model.ffn_hidden}, got {tp}"

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ghsim.config.layout import Layout, LayoutProblem, nodes_for
+from ghsim.config.layout import Layout, LayoutProblem, check_heads_split, nodes_for
 from ghsim.config.schema import ServingScenarioSpec
 from ghsim.limits import MAX_GPUS
 
@@ -47,12 +47,7 @@ def derive_serving_layout(spec: ServingScenarioSpec) -> Layout:
                             f"(ghsim.limits.MAX_GPUS), got {spec.num_gpus:,}")
     nodes, per_node = nodes_for(spec.system, spec.num_gpus)
     tp = par.tp
-    if model.heads % tp:
-        raise LayoutProblem(("parallelism", "tp"), f"expected a divisor of the model's "
-                            f"{model.heads} attention heads, got {tp}")
-    if model.kv_heads % tp and tp % model.kv_heads:
-        raise LayoutProblem(("parallelism", "tp"), f"expected tp to divide, or be a multiple "
-                            f"of, the model's {model.kv_heads} kv_heads, got {tp}")
+    check_heads_split(model, tp)
     if spec.num_gpus % tp:
         raise LayoutProblem(("num_gpus",), f"expected a multiple of tp ({tp}), got "
                             f"{spec.num_gpus}", related=(("parallelism", "tp"),))

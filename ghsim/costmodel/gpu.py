@@ -56,6 +56,22 @@ class GpuCostModel:
                               f"has no entry for {dtype!r}, which this scenario runs{hint}")
         return value
 
+    def peak_of(self, dtype: str) -> float:
+        """Dense tensor-core FLOP/s in ``dtype`` (a :class:`ConfigError` if the GPU has none)."""
+        return self._lookup(self.peak_flops, dtype, "flops_per_clock_per_sm")
+
+    def gemm_efficiency_of(self, dtype: str) -> float:
+        """The measured best-shape GEMM efficiency in ``dtype``."""
+        return self._lookup(self.gemm_efficiency, dtype, "gemm_efficiency")
+
+    def attention_efficiency_of(self, dtype: str) -> float:
+        """The measured fused-attention efficiency in ``dtype``."""
+        return self._lookup(self.attention_efficiency, dtype, "attention_efficiency")
+
+    def reference_k(self, dtype: str) -> int:
+        """K of the shape ``gemm_efficiency`` was measured at, in ``dtype``."""
+        return self._reference(dtype)[2]
+
     def wave_efficiency(self, m: int, n: int, groups: int = 1) -> float:
         """Useful fraction of the tile slots ``groups`` GEMMs with an ``m x n`` output each
         occupy when their tiles share the waves, as a grouped GEMM schedules them (1 for ``m``
@@ -89,16 +105,15 @@ class GpuCostModel:
 
     def gemm_s(self, kernel: Kernel) -> float:
         m, n, k = kernel.shape
-        peak = self._lookup(self.peak_flops, kernel.dtype, "flops_per_clock_per_sm")
-        efficiency = self._lookup(self.gemm_efficiency, kernel.dtype, "gemm_efficiency")
+        peak = self.peak_of(kernel.dtype)
+        efficiency = self.gemm_efficiency_of(kernel.dtype)
         efficiency *= self.shape_efficiency(m, n, k, kernel.dtype, kernel.groups)
         compute = kernel.flops / (peak * efficiency)
         return max(compute, kernel.bytes / self.hbm_bytes_per_s)
 
     def attention_s(self, kernel: Kernel) -> float:
-        peak = self._lookup(self.peak_flops, kernel.dtype, "flops_per_clock_per_sm")
-        efficiency = self._lookup(self.attention_efficiency, kernel.dtype,
-                                  "attention_efficiency")
+        peak = self.peak_of(kernel.dtype)
+        efficiency = self.attention_efficiency_of(kernel.dtype)
         return max(kernel.flops / (peak * efficiency), kernel.bytes / self.hbm_bytes_per_s)
 
     def kernel_s(self, kernel: Kernel) -> float:

@@ -120,11 +120,10 @@ def serving_trace(run: EngineRun, keep: int) -> dict[str, Any]:
 def serving_view(scenario: ServingScenario) -> dict[str, Any]:
     """``ghsim inspect`` of a serving scenario: the layout, the engine's limits and the memory
     budget of one GPU (what the KV cache holds), without simulating."""
-    from ghsim.serving.memory import check_servable, engine_limits, mean_tokens, serving_memory
+    from ghsim.serving.memory import engine_limits, mean_tokens, serving_memory
     from ghsim.workload.modelsize import parameter_count
 
     spec = scenario.spec
-    check_servable(spec.model, scenario.source)
     memory = serving_memory(spec)
     requests = spec.inference.requests
     tokens = mean_tokens(requests.input_tokens) + mean_tokens(requests.output_tokens)

@@ -218,12 +218,10 @@ class IterationModel:
         rows = max(1, math.ceil(m))
         padded = rows / (math.ceil(rows / self.mma_m) * self.mma_m)
         split_k = padded * self.gpu.k_factor(k, dtype) / self.gpu.k_factor(
-            self.gpu._reference(dtype)[2], dtype)
+            self.gpu.reference_k(dtype), dtype)
         shape = max(min(1.0, split_k),
                     self.gpu.shape_efficiency(rows, n, k, dtype, groups))
-        peak = self.gpu._lookup(self.gpu.peak_flops, dtype, "flops_per_clock_per_sm")
-        efficiency = self.gpu._lookup(self.gpu.gemm_efficiency, dtype, "gemm_efficiency")
-        compute = flops / (peak * efficiency * shape)
+        compute = flops / (self.gpu.peak_of(dtype) * self.gpu.gemm_efficiency_of(dtype) * shape)
         memory = nbytes / self.weight_stream_bytes_per_s
         return max(compute, memory), compute >= memory
 
@@ -377,8 +375,7 @@ class IterationModel:
         layers = s.layers
         windowed = self.window.windowed if self.window is not None else 0
         full = layers - windowed
-        peak = gpu._lookup(gpu.peak_flops, "bf16", "flops_per_clock_per_sm")
-        rate = peak * gpu._lookup(gpu.attention_efficiency, "bf16", "attention_efficiency")
+        rate = gpu.peak_of("bf16") * gpu.attention_efficiency_of("bf16")
         per_pair, per_cached, width = self._widths()
         bandwidth = gpu.hbm_bytes_per_s
         if batch.prefill_tokens:

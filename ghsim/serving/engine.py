@@ -297,7 +297,8 @@ class ReplicaEngine:
         self.window_sum += self.window_growing
         while self.window_full and self.window_full[0][0] <= self.iteration:
             _, _, full = heapq.heappop(self.window_full)
-            if full.extra.pop("window_growing", 0.0):
+            if full.window_growing:
+                full.window_growing = False
                 self.window_growing -= beams
         for request, take in chunks:
             request.prefilled += take
@@ -344,7 +345,7 @@ class ReplicaEngine:
         self.window_sum += beams * min(request.join_context, window.tokens)
         if request.join_context < window.tokens:
             self.window_growing += beams
-            request.extra["window_growing"] = 1.0
+            request.window_growing = True
             heapq.heappush(self.window_full, (
                 self.iteration + window.tokens - request.join_context, request.index, request))
 
@@ -359,7 +360,8 @@ class ReplicaEngine:
         self.host_ctx_sum -= beams * request.host_fraction * context
         if self.config.window is not None:
             self.window_sum -= beams * min(context, self.config.window.tokens)
-            if request.extra.pop("window_growing", 0.0):
+            if request.window_growing:
+                request.window_growing = False
                 self.window_growing -= beams
         if not self.decode_seqs:  # clear rounding drift
             self.ctx_sum = self.host_ctx_sum = self.host_rate = self.window_sum = 0.0

@@ -31,12 +31,6 @@ DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "mxfp4": 4.25 / 8}
 """Bytes a value; MXFP4 is 4 bits and one 8-bit scale per 32 values (OCP MX specification)."""
 
 
-def check_servable(model: ModelSpec, source: str) -> None:
-    """Refuse model features the serving model does not cost yet, naming them (none now:
-    dense, MoE, GQA, MLA and sliding-window models all serve)."""
-    del model, source
-
-
 @dataclass(frozen=True)
 class Window:
     """Sliding-window attention as serving sees it: ``windowed`` of the model's layers keep
@@ -257,15 +251,16 @@ def engine_limits(spec: ServingScenarioSpec) -> tuple[int, int]:
             # longest prompt fits beside a full batch of decoding tokens (tensorrt_llm/bench/
             # benchmark/utils/general.py, get_settings: max_num_tokens = max(max_num_tokens,
             # max_isl + max_batch_size)).
-            tokens = max(tokens, max_tokens(requests.input_tokens) + batch)
+            longest = longest_tokens(requests.input_tokens)
+            tokens = max(tokens, (longest or round(mean_tokens(requests.input_tokens))) + batch)
     return (scheduler.max_batch_size or batch, scheduler.max_num_tokens or tokens)
 
 
-def max_tokens(length: int | LengthSpec) -> int:
-    """The longest a request length can be (its mean when fixed; its mean when unbounded)."""
+def longest_tokens(length: int | LengthSpec) -> int | None:
+    """The longest a request length can be (its mean when fixed), None when unbounded."""
     if isinstance(length, int):
         return length
-    if length.distribution == "fixed" or length.max is None:
+    if length.distribution == "fixed":
         return round(length.mean)
     return length.max
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,7 +30,8 @@ class Request:
     """Prompt tokens already prefilled."""
     join_iteration: int = 0
     join_context: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
+    window_growing: bool = False
+    """Sliding-window models: its context is still shorter than the window."""
 
     @property
     def host_fraction(self) -> float:
@@ -56,15 +57,21 @@ def draw_lengths(length: int | LengthSpec, count: int, rng: np.random.Generator)
     return np.clip(values, low, high).astype(np.int64)
 
 
-def replica_requests(spec: RequestsSpec, replicas: int, seed: int,
-                     rate_per_s: float | None = None) -> list[Request]:
-    """The requests one replica serves: ``count / replicas`` of them (rounded up; at a Poisson
-    ``rate_per_s`` at least ``min_duration_s`` worth), with lengths drawn from the scenario's
-    seed; arrivals are set by the arrival process."""
+def requests_per_replica(spec: RequestsSpec, replicas: int,
+                         rate_per_s: float | None = None) -> int:
+    """How many requests one replica serves: ``count / replicas`` rounded up (at a Poisson
+    ``rate_per_s``, at least ``min_duration_s`` worth)."""
     total = spec.count
     if rate_per_s is not None and spec.min_duration_s is not None:
         total = max(total, math.ceil(rate_per_s * spec.min_duration_s))
-    count = math.ceil(total / replicas)
+    return math.ceil(total / replicas)
+
+
+def replica_requests(spec: RequestsSpec, replicas: int, seed: int,
+                     rate_per_s: float | None = None) -> list[Request]:
+    """The requests one replica serves (:func:`requests_per_replica` of them), with lengths
+    drawn from the scenario's seed; arrivals are set by the arrival process."""
+    count = requests_per_replica(spec, replicas, rate_per_s)
     rng = np.random.default_rng(seed)
     inputs = draw_lengths(spec.input_tokens, count, rng)
     outputs = draw_lengths(spec.output_tokens, count, rng)

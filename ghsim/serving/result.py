@@ -44,6 +44,22 @@ class ServingResult:
         return self.data
 
 
+def measured_requests(run: EngineRun, warmup: int, replicas: int) -> list[Request]:
+    """The replica's requests the statistics count: all but its share of the ``warmup``
+    first arrivals (all of them if the warm-up would leave none)."""
+    skip = math.ceil(warmup / replicas)
+    return sorted(run.requests, key=lambda r: r.arrival_s)[skip:] or run.requests
+
+
+def latencies(requests: list[Request]) -> tuple[np.ndarray, np.ndarray]:
+    """Time to first token of each request, and time per output token after the first of
+    each that has more than one."""
+    ttft = np.array([r.first_token_s - r.arrival_s for r in requests])
+    tpot = np.array([(r.finish_s - r.first_token_s) / (r.output_tokens - 1)
+                     for r in requests if r.output_tokens > 1])
+    return ttft, tpot
+
+
 def _stats(values: np.ndarray) -> dict[str, float | None]:
     if not values.size:
         return {"mean": None, **{f"p{q}": None for q in PERCENTILES}}
@@ -188,15 +204,12 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
                 "advice": ["more HBM per replica (a larger tp), FP8 weights or KV offload"],
                 "warnings": warnings, "inputs": inputs}
         return ServingResult(data, None)
-    skip = math.ceil(inference.requests.warmup / replicas)
-    reqs = sorted(run.requests, key=lambda r: r.arrival_s)[skip:] or run.requests
+    reqs = measured_requests(run, inference.requests.warmup, replicas)
     out_tokens = float(sum(r.output_tokens for r in reqs))
     in_tokens = float(sum(r.input_tokens for r in reqs))
     start = min(r.arrival_s for r in reqs)
     span = max(r.finish_s for r in reqs) - start
-    ttft = np.array([r.first_token_s - r.arrival_s for r in reqs])
-    tpot = np.array([(r.finish_s - r.first_token_s) / (r.output_tokens - 1)
-                     for r in reqs if r.output_tokens > 1])
+    ttft, tpot = latencies(reqs)
     e2e = np.array([r.finish_s - r.arrival_s for r in reqs])
     log = run.iterations
     durations = np.array(log.duration_s)

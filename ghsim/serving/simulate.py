@@ -15,7 +15,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from ghsim.config.schema.serving import LengthSpec
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.errors import ConfigError
 from ghsim.limits import MAX_SEQ_LEN, MAX_SERVING_ITERATIONS, MAX_SERVING_REQUESTS
@@ -29,14 +28,14 @@ from ghsim.serving.engine import (
 )
 from ghsim.serving.memory import (
     ServingMemory,
-    check_servable,
     engine_limits,
+    longest_tokens,
     mean_tokens,
     serving_memory,
     window_of,
 )
-from ghsim.serving.requests import replica_requests, unit_gaps
-from ghsim.serving.result import ServingResult, build_result
+from ghsim.serving.requests import replica_requests, requests_per_replica, unit_gaps
+from ghsim.serving.result import ServingResult, build_result, latencies, measured_requests
 
 SEARCH_STEPS = 40
 """Rate changes by 1.5x before the search gives up finding a bracket (1.5^40: 1e7x)."""
@@ -44,20 +43,11 @@ BISECTIONS = 7
 """Bisections of the bracket: the rate is known to 1.5^(1/128), about 0.3 %."""
 
 
-def _max_length(length: int | LengthSpec) -> int | None:
-    if isinstance(length, int):
-        return length
-    if length.distribution == "fixed":
-        return round(length.mean)
-    return length.max
-
-
 def _check(scenario: ServingScenario, max_num_tokens: int) -> None:
     """What a serving scenario must satisfy beyond its schema, checked before simulating:
     clients dealt evenly over replicas, bounded lengths, prompts within the token budget
     unless chunked, expert precision only with experts, no token dropping."""
     spec = scenario.spec
-    check_servable(spec.model, scenario.source)
     inference = spec.inference
     requests = inference.requests
     if requests.arrival == "concurrency":
@@ -67,14 +57,14 @@ def _check(scenario: ServingScenario, max_num_tokens: int) -> None:
                               f"expected a multiple of the {scenario.replicas} replicas "
                               f"(num_gpus / tp), got {requests.concurrency}")
     for key in ("input_tokens", "output_tokens"):
-        longest = _max_length(getattr(requests, key))
+        longest = longest_tokens(getattr(requests, key))
         if longest is None or longest > MAX_SEQ_LEN:
             shown = "no upper clip" if longest is None else f"{longest:,}"
             raise ConfigError(scenario.source, f"inference.requests.{key}", f"expected at most "
                               f"{MAX_SEQ_LEN:,} tokens (ghsim.limits.MAX_SEQ_LEN; give the "
                               f"distribution a max), got {shown}")
     if not inference.scheduler.chunked_prefill:
-        longest = _max_length(requests.input_tokens) or 0  # bounded: checked above
+        longest = longest_tokens(requests.input_tokens) or 0  # bounded: checked above
         if longest > max_num_tokens:
             raise ConfigError(scenario.source, "inference.requests.input_tokens",
                               f"prompts of up to {longest} tokens exceed max_num_tokens "
@@ -117,7 +107,6 @@ def _run(scenario: ServingScenario, model: IterationModel, memory: ServingMemory
     spec = scenario.spec
     count = _requests_per_replica(scenario, rate)
     requests = replica_requests(spec.inference.requests, scenario.replicas, spec.seed, rate)
-    assert len(requests) == count
     gaps = unit_gaps(len(requests), spec.seed) if rate is not None else None
     engine = ReplicaEngine(model, _config(scenario, memory, rate, limits), requests, gaps,
                            max_iterations=budget.left)
@@ -138,7 +127,7 @@ def _check_iterations(scenario: ServingScenario, count: int, limits: tuple[int, 
     requests = scenario.spec.inference.requests
     prefill = count * mean_tokens(requests.input_tokens) / limits[1]
     decode = count * mean_tokens(requests.output_tokens) / limits[0]
-    longest = _max_length(requests.output_tokens) or 0
+    longest = longest_tokens(requests.output_tokens) or 0
     needed = max(prefill, decode, longest)
     if needed > MAX_SERVING_ITERATIONS:
         raise ConfigError(scenario.source, "inference.requests", f"the run needs at least "
@@ -149,11 +138,7 @@ def _check_iterations(scenario: ServingScenario, count: int, limits: tuple[int, 
 
 def _requests_per_replica(scenario: ServingScenario, rate: float | None) -> int:
     """Requests one replica simulates, or a :class:`ConfigError` beyond the limit."""
-    requests = scenario.spec.inference.requests
-    total = requests.count
-    if rate is not None and requests.min_duration_s is not None:
-        total = max(total, math.ceil(rate * requests.min_duration_s))
-    count = math.ceil(total / scenario.replicas)
+    count = requests_per_replica(scenario.spec.inference.requests, scenario.replicas, rate)
     if count > MAX_SERVING_REQUESTS:
         raise ConfigError(scenario.source, "inference.requests", f"expected at most "
                           f"{MAX_SERVING_REQUESTS:,} requests a replica "
@@ -167,12 +152,9 @@ def _percentile(values: np.ndarray, q: float) -> float:
 
 def meets_targets(run: EngineRun, scenario: ServingScenario) -> bool:
     """Whether the run's latency percentiles meet the scenario's limits (warm-up excluded)."""
-    targets = scenario.spec.inference.latency_targets
-    skip = math.ceil(scenario.spec.inference.requests.warmup / scenario.replicas)
-    measured = sorted(run.requests, key=lambda r: r.arrival_s)[skip:] or run.requests
-    ttft = np.array([r.first_token_s - r.arrival_s for r in measured])
-    tpot = np.array([(r.finish_s - r.first_token_s) / (r.output_tokens - 1)
-                     for r in measured if r.output_tokens > 1])
+    inference = scenario.spec.inference
+    targets = inference.latency_targets
+    ttft, tpot = latencies(measured_requests(run, inference.requests.warmup, scenario.replicas))
     if targets.ttft_ms is not None and _percentile(ttft, targets.percentile) * 1e3 > (
             targets.ttft_ms):
         return False
