@@ -537,14 +537,16 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser(
         "validate", help="simulate published measurements and compare",
         description="Simulate every point of a validation_points file and print predicted "
-        "against measured step time, the error of each and the mean absolute percentage error. "
-        "Shipped sets: calibration (30 published runs on DGX A100 and H100), gh200 (12 on "
-        "GH200 systems); --all runs both.",
+        "against measured step time (or, for inference points, output tokens/s), the error of "
+        "each and the mean absolute percentage error. Shipped sets: calibration (30 published "
+        "training runs on DGX A100 and H100), gh200 (12 on GH200 systems), moe (9 "
+        "Mixture-of-Experts runs on DGX H100), inference (34 serving measurements on GH200, "
+        "H100 and H200); --all runs every one.",
     )
     which = validate.add_mutually_exclusive_group(required=True)
     which.add_argument("points", metavar="POINTS", nargs="?",
                        help="a validation_points file: a path, or a shipped set's name "
-                       "(calibration, gh200)")
+                       "(calibration, gh200, moe, inference)")
     which.add_argument("--all", action="store_true",
                        help="every shipped set in the validation_points schema")
     validate.add_argument("--json", action="store_true",
