@@ -3,6 +3,7 @@ capacity effect of HBM size, KV offload, and the published points of validation/
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tempfile
 from pathlib import Path
@@ -79,9 +80,18 @@ def test_iteration_parts_add_up_and_move_with_the_batch() -> None:
     large = model.iteration(Batch(decode_seqs=256, logits_rows=256,
                                   decode_ctx_hbm=256 * 1000), 256)
     assert small.total_s == pytest.approx(sum(small.parts.values()))
-    # Weight reads do not grow with the batch (decode is weight-streaming: only the activations'
-    # bytes do); KV reads do, 32x for 32x the sequences.
-    assert small.parts["weights"] < large.parts["weights"] <= small.parts["weights"] * 1.10
+    # Weight reads do not grow with the batch on the plain roofline (decode is weight-streaming:
+    # only the activations' bytes do); KV reads do, 32x for 32x the sequences. At 256 rows the
+    # tensor-core time nears the memory time, which the rounded roofline charges for on top.
+    plain = IterationModel(scenario())
+    plain.gpu = dataclasses.replace(plain.gpu, ridge_exponent=math.inf)
+    plain_small = plain.iteration(Batch(decode_seqs=8, logits_rows=8, decode_ctx_hbm=8000), 8)
+    plain_large = plain.iteration(Batch(decode_seqs=256, logits_rows=256,
+                                        decode_ctx_hbm=256 * 1000), 256)
+    assert plain_small.parts["weights"] < plain_large.parts["weights"] \
+        <= plain_small.parts["weights"] * 1.10
+    assert plain_large.parts["weights"] < large.parts["weights"] \
+        <= plain_large.parts["weights"] * 2 ** (1 / model.gpu.ridge_exponent)
     assert large.parts["kv_read"] == pytest.approx(32 * small.parts["kv_read"], rel=0.05)
     prefill = model.iteration(Batch(prefill_tokens=8192, prefill_pairs=8192 * 4096.5,
                                     logits_rows=1), 1)
@@ -94,8 +104,10 @@ def test_small_m_gemm_is_memory_bound_and_large_m_compute_bound() -> None:
     weights = n * k * 2.0
     seconds, compute = model.gemm_s(16, n, k, "bf16", weights)
     assert not compute
+    # the bytes at the skinny-GEMM rate; the rounded roofline adds under 0.5 % this far from
+    # the ridge (16 rows padded to 64 of tensor-core work)
     assert seconds == pytest.approx((weights + 16 * (k * 2 + n * 2))
-                                    / model.weight_stream_bytes_per_s)
+                                    / model.weight_stream_bytes_per_s, rel=0.005)
     _, compute = model.gemm_s(8192, n, k, "bf16", weights)
     assert compute
 
@@ -263,16 +275,14 @@ def _predicted(point_id: str) -> float:
 def test_capacity_effect_of_hbm_size_matches_the_published_ratios() -> None:
     """TensorRT-LLM's tables (perf-overview.md, 0.15 and 0.17), Llama 3.1 70B FP8 TP1 at
     128/2048: GH200 96 GB / H100 80 GB = 1940.3 / 804.7 = 2.41; H200 / GH200 = 4165.7 /
-    2082.7 = 2.00. The issue's target is 15 % on both. GH200 / H100 meets it; H200 / GH200 is
-    predicted 2.45 (22 % high: at H200's 2.7x larger batch each iteration costs too little,
-    as the MLPerf server runs' short predicted TPOT also show), so it is held to 25 % here
-    until that cost is found, and the miss is reported, not hidden."""
+    2082.7 = 2.00. The issue's target is 15 % on both: predicted 2.52 and 2.26 (13 % high;
+    2.45 on the plain roofline, before GEMMs near the ridge, which H200's 2.7x larger decode
+    batch runs, were costed on the rounded one)."""
     gh200 = _predicted("trtllm015_gh200_96_llama31_70b_128_2048_tp1")
     h100 = _predicted("trtllm015_h100_llama31_70b_128_2048_tp1")
     h200 = _predicted("trtllm017_h200_llama31_70b_128_2048_tp1")
     assert gh200 / h100 == pytest.approx(1940.3 / 804.7, rel=0.15)
-    assert h200 / gh200 == pytest.approx(4165.7 / 2082.7, rel=0.25)
-    assert h200 / gh200 > 4165.7 / 2082.7  # the known direction of the miss
+    assert h200 / gh200 == pytest.approx(4165.7 / 2082.7, rel=0.15)
 
 
 def test_nim_curve_saturates_at_the_kv_capacity() -> None:
@@ -348,13 +358,13 @@ def test_bad_serving_input_is_one_line_and_exit_2(
 
 def test_inference_points_stay_within_a_regression_bound() -> None:
     """All 34 points of validation/inference.yaml simulate; their throughput MAPE is held at
-    today's figure (17.7 %, the issue's target 15 %: see the README for the misses)."""
+    today's figure (16.2 %, the issue's target 15 %: see the README for the misses)."""
     from ghsim.engine.validation import summarize, validate_inference_file
 
     outcomes = validate_inference_file(POINTS)
     summary = summarize(outcomes)
     assert summary["simulated"] == 34 and summary["failed"] == 0
-    assert summary["mape"] <= 0.19, summary
+    assert summary["mape"] <= 0.17, summary
     nim = {o.id.rsplit("_c", 1)[1]: o for o in outcomes if o.id.startswith("nim_")}
     for clients in ("1", "5", "25", "50"):  # before saturation: inter-token latency within 25 %
         o = nim[clients]

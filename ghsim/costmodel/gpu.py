@@ -9,8 +9,10 @@ outputs that leave SMs idle) and the reduction-length factor ``K / (K + k_half)`
 and epilogue per tile, heavier for FP8); it never exceeds the best shape, the most any shape of
 the sweep reached (large GEMMs plateau there, bounded by power and clocks rather than by their
 shape). A fused attention kernel runs at ``peak x attention_efficiency``; everything is also
-bounded by HBM traffic at the achievable (STREAM) bandwidth, which is what skinny GEMMs hit;
-element-wise kernels are memory-bound. Each kernel costs the launch gap on top.
+bounded by HBM traffic at the achievable (STREAM) bandwidth, which is what skinny GEMMs hit, and
+near the ridge point, where the two are alike, the roofline is rounded: (c^p + m^p)^(1/p) with a
+measured ``gemm_ridge_exponent``; element-wise kernels are memory-bound. Each kernel costs the
+launch gap on top.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class GpuCostModel:
     and N of 0 stand for full waves."""
     overlap_slowdown: float
     """Fraction by which kernels slow down while communication runs beside them."""
+    ridge_exponent: float = math.inf
+    """p of the rounded roofline (c^p + m^p)^(1/p) of a GEMM (infinite: max(c, m))."""
 
     def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
         value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))
@@ -103,13 +107,23 @@ class GpuCostModel:
         this = self.wave_efficiency(m, n, groups) * self.k_factor(k, dtype)
         return min(1.0, this / (self.wave_efficiency(rm, rn) * self.k_factor(rk, dtype)))
 
+    def roofline_s(self, compute_s: float, memory_s: float) -> float:
+        """A GEMM of ``compute_s`` on the tensor cores and ``memory_s`` of HBM traffic on the
+        rounded roofline: the longer of the two far from the ridge point, ``2^(1/p)`` times
+        either at it (``p = ridge_exponent``)."""
+        longer, shorter = max(compute_s, memory_s), min(compute_s, memory_s)
+        if math.isinf(self.ridge_exponent) or longer <= 0.0:
+            return longer
+        p = self.ridge_exponent
+        return float(longer * (1.0 + (shorter / longer) ** p) ** (1.0 / p))
+
     def gemm_s(self, kernel: Kernel) -> float:
         m, n, k = kernel.shape
         peak = self.peak_of(kernel.dtype)
         efficiency = self.gemm_efficiency_of(kernel.dtype)
         efficiency *= self.shape_efficiency(m, n, k, kernel.dtype, kernel.groups)
         compute = kernel.flops / (peak * efficiency)
-        return max(compute, kernel.bytes / self.hbm_bytes_per_s)
+        return self.roofline_s(compute, kernel.bytes / self.hbm_bytes_per_s)
 
     def attention_s(self, kernel: Kernel) -> float:
         peak = self.peak_of(kernel.dtype)
@@ -180,4 +194,5 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
         k_half={str(d): float(v) for d, v in k_half.items()},
         reference=reference,
         overlap_slowdown=compute.comm_overlap_slowdown or 0.0,
+        ridge_exponent=compute.gemm_ridge_exponent or math.inf,
     )

@@ -223,7 +223,7 @@ class IterationModel:
                     self.gpu.shape_efficiency(rows, n, k, dtype, groups))
         compute = flops / (self.gpu.peak_of(dtype) * self.gpu.gemm_efficiency_of(dtype) * shape)
         memory = nbytes / self.weight_stream_bytes_per_s
-        return max(compute, memory), compute >= memory
+        return self.gpu.roofline_s(compute, memory), compute >= memory
 
     def _gemm(self, cost: IterationCost, m: float, n: int, k: int, dtype: str,
               groups: int = 1, weights: float | None = None) -> None:

@@ -235,6 +235,13 @@ class GpuComputeSpec(Spec):
         "factors, never above it (the best shape of a sweep is the most any shape reached). "
         "Dtypes not listed use gemm_reference_k with full waves.",
     )
+    gemm_ridge_exponent: float | None = Field(
+        default=None, ge=1.0, description="p of the rounded roofline a GEMM follows: its time "
+        "is (c^p + m^p)^(1/p) for tensor-core time c and memory time m. Far from the ridge point "
+        "that is the longer of the two; near it (mid-sized M in serving, small hidden sizes in "
+        "training) the mainloop cannot keep the tensor cores and HBM busy at once, and at c = m "
+        "it costs 2^(1/p) times either. Absent: the plain roofline max(c, m).",
+    )
     comm_overlap_slowdown: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Fraction by which compute kernels slow "
         "down while communication kernels run beside them on the same GPU.",
