@@ -19,6 +19,7 @@ from ghsim.config.api import load_hardware, load_system
 from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model
 from ghsim.engine.simulate import simulate
 from ghsim.engine.simulator import KernelIssue
+from ghsim.errors import InputError
 from ghsim.workload.ir import Kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -257,3 +258,50 @@ def test_a_rounder_roofline_slows_a_mid_sized_gemm_and_hardly_a_large_one() -> N
     assert larges == sorted(larges) and larges[-1] < 1.03 * larges[0]
     best, _ = gemm_ridge.fit(model, gemm_ridge.near_ridge(model))
     assert best == gpu_cost_model(load_hardware("h100-sxm5-80gb")).ridge_exponent
+
+
+def test_a_board_power_limit_slows_compute_as_the_maxq_runs_measured() -> None:
+    """gpu_power_limit_w on an H200 (700 W board, 320 W fixed): the SMs keep 180 of their 380 W
+    at a 500 W limit, so compute runs at (180 / 380)^(1/3) = 0.780 of the clock, exactly as a
+    part quoted at that clock would; at or above the rating nothing changes; a limit and a
+    sustained clock compose."""
+    base = ["system=dgx-h200", "num_gpus=1", "model=llama3-8b", "model.layers=2",
+            "training.seq_len=4096", "training.global_batch=2", "offload.strategy=none"]
+    compute = load_hardware("h200-sxm-141gb").gpu.compute  # type: ignore[union-attr]
+    assert (compute.board_power_w, compute.fixed_power_w) == (700, 320)
+    factor = (180 / 380) ** (1 / 3)
+    assert factor == pytest.approx(0.780, abs=5e-4)
+    full = simulate(load_scenario("llama3-8b-gh200", base))
+    limited = simulate(load_scenario("llama3-8b-gh200", [*base,
+                                                         "system.node.gpu_power_limit_w=500"]))
+    same = simulate(load_scenario("llama3-8b-gh200", [
+        *base, f"system.node.gpu.gpu.compute.clock_ghz={1.83 * factor}"]))
+    assert limited.compute_breakdown_s == pytest.approx(same.compute_breakdown_s, rel=1e-9)
+    assert limited.step_time_s > full.step_time_s
+    rated = simulate(load_scenario("llama3-8b-gh200", [*base,
+                                                       "system.node.gpu_power_limit_w=700"]))
+    assert rated.step_time_s == full.step_time_s
+    both = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "system.node.gpu_power_limit_w=500", "system.node.gpu_clock_ghz=1.6"]))
+    at = simulate(load_scenario("llama3-8b-gh200", [
+        *base, f"system.node.gpu_clock_ghz={1.6 * factor}"]))
+    assert both.compute_breakdown_s == pytest.approx(at.compute_breakdown_s, rel=1e-9)
+    # a lower limit, or more fixed power, slows compute further
+    lower = simulate(load_scenario("llama3-8b-gh200", [*base,
+                                                       "system.node.gpu_power_limit_w=400"]))
+    hungrier = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "system.node.gpu_power_limit_w=500",
+        "system.node.gpu.gpu.compute.fixed_power_w=400"]))
+    assert lower.step_time_s > limited.step_time_s and hungrier.step_time_s > limited.step_time_s
+    with pytest.raises(InputError, match="gpu_power_limit_w"):
+        simulate(load_scenario("llama3-8b-gh200", [*base, "system.node.gpu_power_limit_w=300"]))
+
+
+def test_a_board_power_limit_needs_the_parts_rating() -> None:
+    """The A100 part gives no board rating or fixed power (no MaxQ runs were fitted on it): a
+    board limit there is a one-line input error naming the missing key."""
+    base = ["system=dgx-a100", "num_gpus=1", "model.layers=2", "training.seq_len=512",
+            "training.global_batch=2", "training.precision=bf16",
+            "system.node.gpu_power_limit_w=300"]
+    with pytest.raises(InputError, match=r"gpu\.compute\.board_power_w"):
+        simulate(load_scenario("llama3-8b-gh200", base))

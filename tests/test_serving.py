@@ -358,13 +358,13 @@ def test_bad_serving_input_is_one_line_and_exit_2(
 
 def test_inference_points_stay_within_a_regression_bound() -> None:
     """All 34 points of validation/inference.yaml simulate; their throughput MAPE is held at
-    today's figure (16.3 %, the issue's target 15 %: see the README for the misses)."""
+    today's figure (15.6 %, the issue's target 15 %: see the README for the misses)."""
     from ghsim.engine.validation import summarize, validate_inference_file
 
     outcomes = validate_inference_file(POINTS)
     summary = summarize(outcomes)
     assert summary["simulated"] == 34 and summary["failed"] == 0
-    assert summary["mape"] <= 0.17, summary
+    assert summary["mape"] <= 0.165, summary
     nim = {o.id.rsplit("_c", 1)[1]: o for o in outcomes if o.id.startswith("nim_")}
     for clients in ("1", "5", "25", "50"):  # before saturation: inter-token latency within 25 %
         o = nim[clients]
@@ -558,3 +558,19 @@ def test_gpt_oss_120b_with_mxfp4_experts_fits_one_80_gb_gpu() -> None:
     batch = Batch(decode_seqs=8, logits_rows=8, decode_ctx_hbm=8 * 1000)
     assert one.iteration(batch, 8).parts["weights"] < 0.4 * two.iteration(batch, 8).parts[
         "weights"]
+
+
+def test_a_board_power_limit_slows_compute_bound_iterations_only() -> None:
+    """MaxQ: a 500 W limit on an H200 (320 W of it fixed) runs compute at (180 / 380)^(1/3) of
+    the clock: a prefill (compute-bound GEMMs) slows by that, a small decode step
+    (weight-streaming) hardly at all."""
+    full = IterationModel(scenario())
+    limited = IterationModel(scenario(system="dgx-h200-maxq"))
+    assert limited.gpu.peak_of("bf16") / full.gpu.peak_of("bf16") == pytest.approx(
+        (180 / 380) ** (1 / 3), rel=1e-9)
+    prefill = Batch(prefill_tokens=8192, prefill_pairs=8192 * 4096.5, logits_rows=1)
+    decode = Batch(decode_seqs=8, logits_rows=8, decode_ctx_hbm=8 * 1000)
+    slow = limited.iteration(prefill, 1).parts["gemm"] / full.iteration(prefill, 1).parts["gemm"]
+    assert slow == pytest.approx(full.gpu.peak_of("bf16") / limited.gpu.peak_of("bf16"), rel=0.02)
+    assert limited.iteration(decode, 8).parts["weights"] == pytest.approx(
+        full.iteration(decode, 8).parts["weights"], rel=0.01)

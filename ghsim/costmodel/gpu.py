@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ghsim.config.schema import HardwareSpec
+from ghsim.config.schema import HardwareSpec, NodeSpec
 from ghsim.errors import ConfigError
 from ghsim.workload.ir import Kernel
 
@@ -196,3 +196,30 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
         overlap_slowdown=compute.comm_overlap_slowdown or 0.0,
         ridge_exponent=compute.gemm_ridge_exponent or math.inf,
     )
+
+
+def sustained_clock_ghz(node: NodeSpec) -> float | None:
+    """The SM clock a node's GPUs compute at: ``gpu_clock_ghz`` (or the part's clock), slowed
+    by the board power limit ``gpu_power_limit_w``: the SMs get what the board's fixed power
+    (HBM, leakage) leaves, and their dynamic power goes as the clock cubed. None when neither
+    key is given (the part's own clock)."""
+    if node.gpu_power_limit_w is None:
+        return node.gpu_clock_ghz
+    gpu = node.gpu.gpu
+    if gpu is None:
+        raise ConfigError(node.gpu.name, "gpu", "expected a GPU part")
+    compute = gpu.compute
+    for key, value in (("board_power_w", compute.board_power_w),
+                       ("fixed_power_w", compute.fixed_power_w)):
+        if value is None:
+            raise ConfigError(node.gpu.name, f"gpu.compute.{key}", "is needed to apply "
+                              "system.node.gpu_power_limit_w (with a source)")
+    assert compute.board_power_w is not None and compute.fixed_power_w is not None
+    limit, board, fixed = node.gpu_power_limit_w, compute.board_power_w, compute.fixed_power_w
+    if limit <= fixed:
+        raise ConfigError(f"system node {node.name}", "gpu_power_limit_w", f"is {limit:g} W: "
+                          f"expected more "
+                          f"than the {fixed:g} W {node.gpu.name} draws whatever its clock "
+                          f"(gpu.compute.fixed_power_w)")
+    share = min(1.0, (limit - fixed) / (board - fixed))
+    return float((node.gpu_clock_ghz or compute.clock_ghz) * share ** (1.0 / 3.0))

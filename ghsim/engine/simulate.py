@@ -10,7 +10,7 @@ from typing import Any
 
 from ghsim.config import Scenario, scenario_from_spec
 from ghsim.config.schema import ScenarioSpec
-from ghsim.costmodel.gpu import gpu_cost_model
+from ghsim.costmodel.gpu import gpu_cost_model, sustained_clock_ghz
 from ghsim.costmodel.host import host_cost_model
 from ghsim.engine.attribution import breakdown
 from ghsim.engine.links import busiest_links, host_usage
@@ -291,12 +291,14 @@ def _collector_paused() -> Iterator[None]:
 def _power_warnings(spec: ScenarioSpec) -> list[str]:
     """Say so when a power cap is known but not turned into a clock."""
     node = spec.system.node
-    if node.power_limit_w is None or node.gpu_clock_ghz is not None:
+    if node.power_limit_w is None or node.gpu_clock_ghz is not None \
+            or node.gpu_power_limit_w is not None:
         return []
     clock = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
     return [f"the GPU modules are capped at {node.power_limit_w:g} W, which ghsim does not turn "
             f"into a clock (no published measurement relates them): compute runs at "
             f"{clock:g} GHz, the clock {node.gpu.name}'s measured efficiencies refer to; set "
+            f"system.node.gpu_power_limit_w to Hopper's share of the cap, or "
             f"system.node.gpu_clock_ghz to the clock the system sustains"]
 
 
@@ -320,7 +322,7 @@ def simulate(scenario: Scenario) -> Result:
 def _simulate(scenario: Scenario) -> Result:
     spec, layout = scenario.spec, scenario.layout
     workload = scenario_workload(scenario)
-    gpu = gpu_cost_model(spec.system.node.gpu, spec.system.node.gpu_clock_ghz)
+    gpu = gpu_cost_model(spec.system.node.gpu, sustained_clock_ghz(spec.system.node))
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
     overlap = spec.parallelism.tp_comm_overlap and spec.parallelism.sequence_parallel

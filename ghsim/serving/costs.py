@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ghsim.config.schema import ServingScenarioSpec
 from ghsim.config.schema.hardware import HostLinkUse
 from ghsim.config.serving_layout import ServingScenario
-from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model
+from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model, sustained_clock_ghz
 from ghsim.errors import ConfigError
 from ghsim.fabric.sharing import makespan_s
 from ghsim.fabric.traffic import TrafficPlanner, traffic_planner
@@ -124,7 +124,7 @@ class IterationModel:
         self.spec: ServingScenarioSpec = spec
         self.shape: ReplicaShape = replica_shape(spec)
         part = spec.system.node.gpu
-        self.gpu: GpuCostModel = gpu_cost_model(part, spec.system.node.gpu_clock_ghz)
+        self.gpu: GpuCostModel = gpu_cost_model(part, sustained_clock_ghz(spec.system.node))
         gpu = part.gpu
         assert gpu is not None
         skinny = gpu.memory.rate_bytes_per_s("skinny_gemm")

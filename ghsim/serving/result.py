@@ -230,10 +230,11 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
     if inference.find_max_rate and not met["met"]:
         warnings.append("no arrival rate tried meets the latency targets; the result is at "
                         "the lowest rate tried")
-    if spec.system.node.power_limit_w is not None:
+    if spec.system.node.power_limit_w is not None and spec.system.node.gpu_clock_ghz is None \
+            and spec.system.node.gpu_power_limit_w is None:
         warnings.append(f"power_limit_w {spec.system.node.power_limit_w:g} W is not turned "
-                        "into a clock (no published measurement); set system.node."
-                        "gpu_clock_ghz for a sustained clock")
+                        "into a clock (no published measurement of Hopper's share); set "
+                        "system.node.gpu_power_limit_w or gpu_clock_ghz")
     per_replica = out_tokens / span if span > 0 else math.nan
     if inference.requests.arrival != "offline":
         per_replica = _arrival_window_rate(run, reqs, per_replica)

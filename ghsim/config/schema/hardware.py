@@ -235,6 +235,17 @@ class GpuComputeSpec(Spec):
         "factors, never above it (the best shape of a sweep is the most any shape reached). "
         "Dtypes not listed use gemm_reference_k with full waves.",
     )
+    board_power_w: PositiveFloat | None = Field(
+        default=None, description="The GPU board's rated power (TGP), in W: the power at which "
+        "its measured efficiencies hold. Needed for system.node.gpu_power_limit_w.",
+    )
+    fixed_power_w: float | None = Field(
+        default=None, ge=0.0, description="Power the board draws whatever its SM clock (HBM, "
+        "leakage, I/O), in W: under a board limit below board_power_w the SMs get the rest, and "
+        "their dynamic power goes as the clock cubed (voltage scales with the clock), so "
+        "compute runs at ((limit - fixed) / (board_power_w - fixed))^(1/3) of its clock. Needed "
+        "for system.node.gpu_power_limit_w.",
+    )
     gemm_ridge_exponent: float | None = Field(
         default=None, ge=1.0, description="p of the rounded roofline a GEMM follows: its time "
         "is (c^p + m^p)^(1/p) for tensor-core time c and memory time m. Far from the ridge point "

@@ -73,11 +73,18 @@ class NodeSpec(Spec):
     )
 
     power_limit_w: PositiveFloat | None = Field(
-        default=None, description="Power cap of one GPU module in this system, in W: on GH200 "
-        "the superchip's Grace, Hopper and memory together (Alps about 660 W, JUPITER 680 W; "
-        "Grace is served first), on DGX the GPU board limit. Informational: no published "
-        "measurement relates Hopper's sustained clock to its power cap and load, so ghsim "
-        "derives no clock from it; give the clock a capped system sustains as gpu_clock_ghz.",
+        default=None, description="Power cap of one GH200 module in this system, in W: the "
+        "superchip's Grace, Hopper and memory together (Alps about 660 W, JUPITER 680 W; Grace "
+        "is served first). Informational: no published measurement gives the share Hopper gets "
+        "of it under load, so ghsim derives no clock from it; give the GPU's share as "
+        "gpu_power_limit_w, or its sustained clock as gpu_clock_ghz.",
+    )
+    gpu_power_limit_w: PositiveFloat | None = Field(
+        default=None, description="Board power limit of each GPU, in W (nvidia-smi -pl, as "
+        "MLPerf's MaxQ runs set it): the SMs get what the part's fixed_power_w leaves and "
+        "compute rates scale by ((limit - fixed) / (board_power_w - fixed))^(1/3) (at most 1), on "
+        "top of gpu_clock_ghz; memory and link rates do not. Default: no limit below the "
+        "board's rated power.",
     )
     gpu_clock_ghz: PositiveFloat | None = Field(
         default=None, description="The SM clock this system's GPUs sustain under load (power "
