@@ -198,11 +198,11 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
     )
 
 
-def sustained_clock_ghz(node: NodeSpec) -> float | None:
+def sustained_clock_ghz(node: NodeSpec, source: str = "scenario") -> float | None:
     """The SM clock a node's GPUs compute at: ``gpu_clock_ghz`` (or the part's clock), slowed
     by the board power limit ``gpu_power_limit_w``: the SMs get what the board's fixed power
     (HBM, leakage) leaves, and their dynamic power goes as the clock cubed. None when neither
-    key is given (the part's own clock)."""
+    key is given (the part's own clock). ``source`` names the scenario in errors."""
     if node.gpu_power_limit_w is None:
         return node.gpu_clock_ghz
     gpu = node.gpu.gpu
@@ -217,7 +217,7 @@ def sustained_clock_ghz(node: NodeSpec) -> float | None:
     assert compute.board_power_w is not None and compute.fixed_power_w is not None
     limit, board, fixed = node.gpu_power_limit_w, compute.board_power_w, compute.fixed_power_w
     if limit <= fixed:
-        raise ConfigError(f"system node {node.name}", "gpu_power_limit_w", f"is {limit:g} W: "
+        raise ConfigError(source, "system.node.gpu_power_limit_w", f"is {limit:g} W: "
                           f"expected more "
                           f"than the {fixed:g} W {node.gpu.name} draws whatever its clock "
                           f"(gpu.compute.fixed_power_w)")

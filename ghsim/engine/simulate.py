@@ -322,7 +322,8 @@ def simulate(scenario: Scenario) -> Result:
 def _simulate(scenario: Scenario) -> Result:
     spec, layout = scenario.spec, scenario.layout
     workload = scenario_workload(scenario)
-    gpu = gpu_cost_model(spec.system.node.gpu, sustained_clock_ghz(spec.system.node))
+    gpu = gpu_cost_model(spec.system.node.gpu,
+                         sustained_clock_ghz(spec.system.node, scenario.source))
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
     overlap = spec.parallelism.tp_comm_overlap and spec.parallelism.sequence_parallel

@@ -124,7 +124,8 @@ class IterationModel:
         self.spec: ServingScenarioSpec = spec
         self.shape: ReplicaShape = replica_shape(spec)
         part = spec.system.node.gpu
-        self.gpu: GpuCostModel = gpu_cost_model(part, sustained_clock_ghz(spec.system.node))
+        self.gpu: GpuCostModel = gpu_cost_model(
+            part, sustained_clock_ghz(spec.system.node, scenario.source))
         gpu = part.gpu
         assert gpu is not None
         skinny = gpu.memory.rate_bytes_per_s("skinny_gemm")
