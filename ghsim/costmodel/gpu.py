@@ -217,9 +217,8 @@ def sustained_clock_ghz(node: NodeSpec, source: str = "scenario") -> float | Non
     assert compute.board_power_w is not None and compute.fixed_power_w is not None
     limit, board, fixed = node.gpu_power_limit_w, compute.board_power_w, compute.fixed_power_w
     if limit <= fixed:
-        raise ConfigError(source, "system.node.gpu_power_limit_w", f"is {limit:g} W: "
-                          f"expected more "
-                          f"than the {fixed:g} W {node.gpu.name} draws whatever its clock "
-                          f"(gpu.compute.fixed_power_w)")
+        raise ConfigError(source, "system.node.gpu_power_limit_w",
+                          f"is {limit:g} W: expected more than the {fixed:g} W {node.gpu.name} "
+                          f"draws whatever its clock (gpu.compute.fixed_power_w)")
     share = min(1.0, (limit - fixed) / (board - fixed))
     return float((node.gpu_clock_ghz or compute.clock_ghz) * share ** (1.0 / 3.0))
