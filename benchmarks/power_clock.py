@@ -68,19 +68,28 @@ def throughput(s: ServingScenario) -> float:
     return simulate_serving(s).output_tokens_per_s
 
 
-def main() -> None:
+def fit(grid: list[float] = GRID) -> tuple[float, dict[float, dict[str, float]]]:
+    """The fixed power of ``grid`` whose simulated MaxQ / MaxP ratios are closest to the
+    measured ones, and the ratios at every grid value."""
     full = {name: throughput(scenario(point, sched, None, 0.0))
             for name, (point, sched, _, _) in RUNS.items()}
+    ratios = {fixed: {name: throughput(scenario(point, sched, limit, fixed)) / full[name]
+                      for name, (point, sched, limit, _) in RUNS.items()}
+              for fixed in grid}
+    score = {fixed: sum(abs(math.log(r[n] / RUNS[n][3])) for n in RUNS) / len(RUNS)
+             for fixed, r in ratios.items()}
+    return min(score, key=lambda f: score[f]), ratios
+
+
+def main() -> None:
+    best, ratios = fit()
     print("fixed W   " + "  ".join(f"{n} MaxQ/MaxP (measured {r[3]:.3f})"
                                    for n, r in RUNS.items()) + "  mean |log error|")
-    scores = {}
-    for fixed in GRID:
-        ratios = {name: throughput(scenario(point, sched, limit, fixed)) / full[name]
-                  for name, (point, sched, limit, _) in RUNS.items()}
-        scores[fixed] = sum(abs(math.log(ratios[n] / RUNS[n][3])) for n in RUNS) / len(RUNS)
-        print(f"  {fixed:5.0f}   " + "  ".join(f"{ratios[n]:.3f}".ljust(len(n) + 30)
-                                              for n in RUNS) + f"  {scores[fixed]:.4f}")
-    print(f"best: {min(scores, key=lambda f: scores[f])}")
+    for fixed, r in ratios.items():
+        score = sum(abs(math.log(r[n] / RUNS[n][3])) for n in RUNS) / len(RUNS)
+        print(f"  {fixed:5.0f}   " + "  ".join(f"{r[n]:.3f}".ljust(len(n) + 30)
+                                              for n in RUNS) + f"  {score:.4f}")
+    print(f"best: {best}")
 
 
 if __name__ == "__main__":

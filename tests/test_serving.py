@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -574,3 +575,18 @@ def test_a_board_power_limit_slows_compute_bound_iterations_only() -> None:
     assert slow == pytest.approx(full.gpu.peak_of("bf16") / limited.gpu.peak_of("bf16"), rel=0.02)
     assert limited.iteration(decode, 8).parts["weights"] == pytest.approx(
         full.iteration(decode, 8).parts["weights"], rel=0.01)
+
+
+def test_the_shipped_fixed_power_is_what_the_maxq_runs_fit() -> None:
+    """benchmarks/power_clock.py fits the H200's fixed power to MLPerf v4.1's mixtral and gptj
+    MaxQ runs; the shipped value is its best on a grid around it, and both runs come within
+    5 % of their measured MaxQ / MaxP ratio there."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import power_clock
+
+    best, ratios = power_clock.fit([300.0, 320.0, 340.0])
+    shipped = IterationModel(scenario()).spec.system.node.gpu.gpu.compute  # type: ignore
+    assert best == shipped.fixed_power_w == 320
+    for name, (_, _, _, measured) in power_clock.RUNS.items():
+        assert ratios[best][name] == pytest.approx(measured, rel=0.05), name
+
