@@ -235,3 +235,29 @@ def test_uneven_pipeline_split_as_for_llama3_405b() -> None:
     per_token = model_flops_per_token(sc.spec.model, 2048)
     assert lowered == pytest.approx(per_token * sc.layout.tokens_per_step, rel=0.005)
     run_to_completion(workload)
+
+
+def test_zero3_frees_each_pass_gathered_weights_and_gathers_one_pass_ahead() -> None:
+    """Under ZeRO-3 every forward and backward pass gathers its chunk's weights and frees them
+    when it ends, so the HBM peak does not grow with the number of micro-batches, and the
+    gather for a pass waits for the pass two before it (FSDP's one-ahead prefetch): at most
+    two chunks' gathered weights are live."""
+    peaks = []
+    for global_batch in (8, 32):
+        sc = scenario(8, LLAMA, zero_stage=3, global_batch=global_batch)
+        c = lower(sc).classes[0]
+        gathered = [e for e in c.memory if e.buffer.startswith("gathered.")]
+        assert sum(e.bytes for e in gathered) == pytest.approx(0.0, abs=1.0)
+        chunk = max(e.bytes for e in gathered)
+        peaks.append(memory_profile(c).peak)
+        live = most = 0.0
+        for e in sorted(gathered, key=lambda e: e.op):
+            live += e.bytes
+            most = max(most, live)
+        assert most <= 2 * chunk * (1 + 1e-9)
+        ops = {op.id: op for op in c.ops}
+        passes = [op.id for op in c.ops if op.kind == "compute" and op.name[0] in "FB"]
+        gathers = [op for op in c.ops if "param_all_gather" in op.name]
+        for n, gather in enumerate(gathers[2:], start=2):
+            assert passes[n - 2] in gather.deps, ops[gather.id].name
+    assert peaks[1] == pytest.approx(peaks[0], rel=1e-9)

@@ -108,6 +108,12 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "* share ** (1.0 / 3.0))", "* share)",
              "the SM clock falls with the dynamic power, not its cube root",
              ("tests/test_off_roofline.py",)),
+    Sabotage("zero3-backward-keeps-gathered-weights", "ghsim/workload/lower.py",
+             "        self.release_params(chunk, op)\n        self.pass_ends.append(op)\n"
+             "        if not chunk.first:",
+             "        self.pass_ends.append(op)\n        if not chunk.first:",
+             "ZeRO-3's backward passes never free the weights they gathered",
+             ("tests/test_workload.py",)),
     Sabotage("moe-routes-one-copy", "ghsim/workload/kernels.py",
              "slots = t * m.top_k", "slots = t",
              "a MoE token is sent to one expert instead of top_k", ("tests/test_moe.py",)),

@@ -210,6 +210,8 @@ class _StageLowering:
         """Of this rank's parameters, the routed experts' (synchronized over edp, not dp)."""
         self.bucket_size = max(40e6, 1e6 * self.layout.dp)
         self.grad_ops: list[int] = []
+        self.pass_ends: list[int] = []
+        """The last compute op of each forward and backward pass lowered so far."""
         self.param_gather: dict[int, list[int]] = {}
         """Per chunk: the prefetched weight all-gathers, one per bucket in forward order."""
         # Bodies and activation sizes are the same for every micro-batch: build them once.
@@ -277,20 +279,36 @@ class _StageLowering:
 
     def gather_params(self, chunk: Chunk, tag: str, params: float | None = None) -> int:
         """A data-parallel all-gather of the chunk's (or a bucket's) updated weights (the
-        experts' over the expert data-parallel group)."""
+        experts' over the expert data-parallel group). Under ZeRO-3 every pass gathers the
+        chunk's weights into a workspace its end frees; the whole chunk is gathered at once
+        (FSDP gathers one block at a time), so the HBM peak is high by up to two chunks'
+        gathered weights, this pass's and the next's."""
         if self.zero == 0:
             return -1
         total = chunk.params if params is None else params
         share = chunk.expert_params / chunk.params if chunk.params else 0.0
+        # ZeRO-3 gathers a pass's weights while the pass before it computes (FSDP's and
+        # DeepSpeed's one-ahead prefetch), not every pass's at the start of the step: after
+        # the pass before that one ends.
+        ahead = (self.pass_ends[-2],) if self.zero >= 3 and len(self.pass_ends) > 1 else ()
         op = -1
         for group, size, part in self._groups(total, share):
             nbytes = part * self.state_bytes[0]
             op = self.b.add("collective", f"{group}.param_all_gather.c{chunk.index}.{tag}",
-                            "dp", nbytes=nbytes, collective="all_gather", group=group,
+                            "dp", ahead, nbytes=nbytes, collective="all_gather", group=group,
                             group_size=size, chunk=chunk.index)
             if self.zero >= 3:
                 self.b.alloc(op, f"gathered.c{chunk.index}", "workspace", nbytes)
         return op
+
+    def release_params(self, chunk: Chunk, after: int) -> None:
+        """Under ZeRO-3, free the chunk's gathered weights once the pass ``after`` has used
+        them (every forward and backward pass gathers them anew)."""
+        if self.zero >= 3:
+            share = chunk.expert_params / chunk.params if chunk.params else 0.0
+            freed = sum(p for _, _, p in self._groups(chunk.params, share))
+            self.b.alloc(after, f"gathered.c{chunk.index}", "workspace",
+                         -freed * self.state_bytes[0])
 
     def forward(self, p: Pass, chunk: Chunk) -> None:
         deps = []
@@ -325,11 +343,8 @@ class _StageLowering:
             self.b.alloc(op, name, "activations", size)
             saved.append((name, size))
             self.policy.after_pass(self, "F", p.microbatch, chunk, index, buckets, op)
-        if self.zero >= 3:
-            share = chunk.expert_params / chunk.params if chunk.params else 0.0
-            freed = sum(p for _, _, p in self._groups(chunk.params, share))
-            self.b.alloc(op, f"gathered.c{chunk.index}", "workspace",
-                         -freed * self.state_bytes[0])
+        self.release_params(chunk, op)
+        self.pass_ends.append(op)
         if not chunk.last:
             self.b.add("send", f"send_act.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
                        nbytes=self._boundary_bytes(), peer_stage=self.next_stage,
@@ -369,6 +384,8 @@ class _StageLowering:
                 self.policy.after_reduce(self, chunk, layers, index, len(buckets), reduced)
         for name, size in saved:
             self.b.alloc(op, name, "activations", -size)
+        self.release_params(chunk, op)
+        self.pass_ends.append(op)
         if not chunk.first:
             self.b.add("send", f"send_grad.mb{p.microbatch}.c{chunk.index}", "pp_send", (op,),
                        nbytes=self._boundary_bytes(), peer_stage=self.previous_stage,
