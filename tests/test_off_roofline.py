@@ -305,3 +305,19 @@ def test_a_board_power_limit_needs_the_parts_rating() -> None:
             "system.node.gpu_power_limit_w=300"]
     with pytest.raises(InputError, match=r"gpu\.compute\.board_power_w"):
         simulate(load_scenario("llama3-8b-gh200", base))
+
+
+def test_a_system_override_keeps_the_keys_given_inside_it_and_mfu_shows_the_cap() -> None:
+    """Overrides apply outer keys first: --set system.node.gpu_power_limit_w=400 before --set
+    system=dgx-h200 still limits the boards (it used to be dropped silently). MFU is against
+    the datasheet peak, so a power-limited step shows a lower MFU, in step with its time."""
+    base = ["num_gpus=1", "model=llama3-8b", "model.layers=2", "training.seq_len=4096",
+            "training.global_batch=2", "offload.strategy=none"]
+    first = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "system.node.gpu_power_limit_w=400", "system=dgx-h200"]))
+    last = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "system=dgx-h200", "system.node.gpu_power_limit_w=400"]))
+    full = simulate(load_scenario("llama3-8b-gh200", [*base, "system=dgx-h200"]))
+    assert first.step_time_s == last.step_time_s > full.step_time_s
+    assert first.mfu is not None and full.mfu is not None
+    assert first.mfu / full.mfu == pytest.approx(full.step_time_s / first.step_time_s, rel=1e-9)

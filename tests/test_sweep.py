@@ -65,6 +65,27 @@ def test_invalid_combinations_are_skipped_not_fatal(tmp_path: Path) -> None:
     assert times == sorted(times)
 
 
+def test_a_grid_axis_inside_a_cases_system_moves_the_prediction(tmp_path: Path) -> None:
+    """A case that names the system and a grid axis inside that system: the axis applies after
+    the system is chosen (outer keys first), so every limit gives its own step time (all three
+    used to run at full power, the case's system replacing the axis's key)."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text("""\
+schema_version: 1
+kind: sweep
+name: power
+base: llama3-8b-gh200
+grid:
+  system.node.gpu_power_limit_w: [400, 500, 700]
+cases:
+  - {system: dgx-h200, num_gpus: 1, model.layers: 2, training.seq_len: 1024,
+     training.global_batch: 2, offload.strategy: none}
+""")
+    records = run_sweep(load_sweep(path), workers=1).records
+    times = {r["overrides"]["system.node.gpu_power_limit_w"]: r["step_time_s"] for r in records}
+    assert times[400] > times[500] > times[700]
+
+
 def test_outputs_cache_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, GOOD_AXIS)
     out = tmp_path / "out"

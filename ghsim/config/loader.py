@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from ghsim.config.cursor import KeyPath, Slot, child, format_path, narrowed, slot_at
 from ghsim.config.diagnose import describe, show_value
-from ghsim.config.overrides import Override, container_at, parse_override
+from ghsim.config.overrides import Override, container_at, outer_first, parse_override
 from ghsim.config.schema import (
     SCHEMA_VERSION,
     SPEC_BY_KIND,
@@ -269,8 +269,7 @@ def load_tree(
         message = f"ghsim cannot load {document['kind']!r} files yet"
         raise ConfigError(display(path), "kind", message)
     tree = _Tree(spec_cls, document, path)
-    parsed = [parse_override(text) for text in overrides]
-    for override in parsed:
+    for override in outer_first([parse_override(text) for text in overrides]):
         tree.apply(override)
     tree.resolve(tree.data, Slot(spec_cls), ())
     spec = tree.validate()

@@ -67,6 +67,13 @@ def parse_override(text: str) -> Override:
     return Override(parse_key_path(key, label), value, text)
 
 
+def outer_first(overrides: list[Override]) -> list[Override]:
+    """The order to apply ``overrides`` in: a key before the keys inside it, otherwise as given
+    (a stable sort by depth), so a later ``system=dgx-h200`` never discards an earlier
+    ``system.node.gpu_power_limit_w=400``, nor a sweep case's system a grid axis inside it."""
+    return sorted(overrides, key=lambda override: len(override.path))
+
+
 def container_at(document: dict[str, Any], override: Override) -> dict[str, Any] | list[Any]:
     """The mapping or list that holds the override's last key, creating empty mappings on the way.
 

@@ -23,7 +23,7 @@ from ghsim.config.expression import (
     parse_filter,
 )
 from ghsim.config.loader import _Tree, load_tree
-from ghsim.config.overrides import Override, parse_key_path
+from ghsim.config.overrides import Override, outer_first, parse_key_path
 from ghsim.config.schema import ScenarioSpec, ServingScenarioSpec, SweepSpec
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.errors import ConfigError, InputError, LayoutError, OverrideError
@@ -109,9 +109,12 @@ class Sweep:
     def scenario(self, point: Point) -> AnyScenarioValue:
         """The scenario of ``point``; raises :class:`InputError` if the combination is invalid."""
         tree = _Tree(self.root, copy.deepcopy(self.base_data), self.path)
+        given = []
         for key, value in point.overrides:
             origin = f"{self.source}: {self._axis(key)}"
-            tree.apply(Override(parse_key_path(key, origin), value, f"{key}={value}", origin))
+            given.append(Override(parse_key_path(key, origin), value, f"{key}={value}", origin))
+        for override in outer_first(given):
+            tree.apply(override)
         tree.resolve(tree.data, Slot(self.root), ())
         spec = tree.validate()
         overrides = [f"{key}={value}" for key, value in point.overrides]

@@ -338,7 +338,10 @@ def _simulate(scenario: Scenario) -> Result:
     tokens_per_s = layout.tokens_per_step / step if workload.tokens_per_step else None
     model_flops_per_gpu = (workload.model_flops_per_step / step / layout.num_gpus
                            if workload.model_flops_per_step else None)
-    peak = gpu.peak_flops[GEMM_DTYPE[spec.training.precision]]
+    # MFU against the datasheet peak at the part's own clock, not a sustained or power-limited
+    # one: a capped GPU shows the utilisation it loses
+    assert spec.system.node.gpu.gpu is not None
+    peak = spec.system.node.gpu.gpu.compute.peak_flops_per_s()[GEMM_DTYPE[spec.training.precision]]
     memory, warnings = _memory(scenario, workload, timeline)
     warnings += _replay_warnings(workload, timeline)
     warnings += _power_warnings(spec)

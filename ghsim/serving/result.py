@@ -243,7 +243,10 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
     tokens_per_s = (per_replica * (1 + in_tokens / out_tokens) if out_tokens else 0.0)
     flops_per_gpu = 2.0 * parameter_count(spec.model).active * tokens_per_s * replicas / (
         spec.num_gpus)
-    peak = model.gpu.peak_flops.get(inference.precision) or model.gpu.peak_flops.get("bf16")
+    # MFU against the datasheet peak at the part's own clock (a power limit shows as lower MFU)
+    compute = spec.system.node.gpu.gpu.compute if spec.system.node.gpu.gpu else None
+    peaks = compute.peak_flops_per_s() if compute is not None else {}
+    peak = peaks.get(inference.precision) or peaks.get("bf16")
     busy = sum(run.parts_s.values())
     data = {
         "output_tokens_per_s": per_replica * replicas,
