@@ -321,3 +321,13 @@ def test_a_system_override_keeps_the_keys_given_inside_it_and_mfu_shows_the_cap(
     assert first.step_time_s == last.step_time_s > full.step_time_s
     assert first.mfu is not None and full.mfu is not None
     assert first.mfu / full.mfu == pytest.approx(full.step_time_s / first.step_time_s, rel=1e-9)
+
+
+def test_inspect_shows_the_clock_a_power_limit_leaves() -> None:
+    from ghsim.report.views import scenario_view
+
+    view = scenario_view(load_scenario("llama3-8b-gh200", ["system=dgx-h200-maxq", "num_gpus=8"]))
+    assert view["gpu_clock"] == {"compute_ghz": pytest.approx(1.83 * (180 / 380) ** (1 / 3)),
+                                 "part_ghz": 1.83, "power_limit_w": 500}
+    plain = scenario_view(load_scenario("llama3-8b-gh200", ["system=dgx-h200", "num_gpus=8"]))
+    assert plain["gpu_clock"]["compute_ghz"] == plain["gpu_clock"]["part_ghz"] == 1.83

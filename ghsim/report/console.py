@@ -299,6 +299,12 @@ def render_scenario(view: dict[str, Any], console: Console) -> None:
     table.add_row("options", f"sequence parallel {par['sequence_parallel']}, ZeRO "
                   f"{par['zero_stage']}, recompute {par['recompute']}, offload "
                   f"{view['offload']['strategy']}")
+    clock = view.get("gpu_clock")
+    if clock and clock["compute_ghz"] != clock["part_ghz"]:
+        limit = clock["power_limit_w"]
+        table.add_row("GPU compute clock", f"{clock['compute_ghz']:.3g} GHz of "
+                      f"{clock['part_ghz']:g}" + (f" (boards limited to {limit:g} W)"
+                                                  if limit is not None else ""))
     table.add_row("micro-batches per step", str(layout["micro_batches_per_step"]))
     table.add_row("tokens per step", f"{view['tokens_per_step']:,}")
     table.add_row("model FLOPs per step", f"{view['model_flops_per_step']:.4g}")
