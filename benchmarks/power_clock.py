@@ -18,6 +18,7 @@ Run: ``python benchmarks/power_clock.py`` (about a minute).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import tempfile
@@ -46,11 +47,17 @@ RUNS: dict[str, tuple[str, dict[str, Any], float, float]] = {
 GRID = [0.0, 100.0, 200.0, 250.0, 275.0, 300.0, 310.0, 320.0, 330.0, 340.0]
 
 
+@functools.cache
+def _points() -> dict[str, dict[str, Any]]:
+    """The scenarios of validation/inference.yaml by point id (read once)."""
+    points = yaml.safe_load((ROOT / "validation" / "inference.yaml").read_text())["points"]
+    return {p["id"]: p["scenario"] for p in points}
+
+
 def scenario(point: str, scheduler: dict[str, Any], limit: float | None,
              fixed: float) -> ServingScenario:
     """The point's request stream on one H200 SXM with ``scheduler``, at ``limit`` W."""
-    points = yaml.safe_load((ROOT / "validation" / "inference.yaml").read_text())["points"]
-    spec = dict(next(p for p in points if p["id"] == point)["scenario"])
+    spec = dict(_points()[point])
     spec.update({"schema_version": 1, "kind": "scenario", "system": "dgx-h200", "num_gpus": 1})
     spec["inference"] = {**spec["inference"], "scheduler": scheduler}
     overrides = [f"system.node.gpu.gpu.compute.fixed_power_w={fixed}"]

@@ -50,6 +50,8 @@ class GpuCostModel:
     """Fraction by which kernels slow down while communication runs beside them."""
     ridge_exponent: float = math.inf
     """p of the rounded roofline (c^p + m^p)^(1/p) of a GEMM (infinite: max(c, m))."""
+    clock_scale: float = 1.0
+    """The sustained clock over the part's own: ``peak_flops`` are scaled by it."""
 
     def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
         value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))
@@ -63,6 +65,11 @@ class GpuCostModel:
     def peak_of(self, dtype: str) -> float:
         """Dense tensor-core FLOP/s in ``dtype`` (a :class:`ConfigError` if the GPU has none)."""
         return self._lookup(self.peak_flops, dtype, "flops_per_clock_per_sm")
+
+    def rated_peak_of(self, dtype: str) -> float:
+        """Dense tensor-core FLOP/s in ``dtype`` at the part's own clock: the datasheet peak
+        MFU is measured against, whatever clock a cap or a setting leaves."""
+        return self.peak_of(dtype) / self.clock_scale
 
     def gemm_efficiency_of(self, dtype: str) -> float:
         """The measured best-shape GEMM efficiency in ``dtype``."""
@@ -179,10 +186,10 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
     reference = {str(d): (s[0], s[1], s[2])
                  for d, s in (compute.gemm_reference_shape or {}).items()}
     reference["*"] = (0, 0, compute.gemm_reference_k)
+    scale = clock_ghz / compute.clock_ghz if clock_ghz else 1.0
     return GpuCostModel(
         part=part.name,
-        peak_flops={dtype: flops * (clock_ghz / compute.clock_ghz if clock_ghz else 1.0)
-                    for dtype, flops in compute.peak_flops_per_s().items()},
+        peak_flops={dtype: flops * scale for dtype, flops in compute.peak_flops_per_s().items()},
         gemm_efficiency={str(k): v for k, v in compute.gemm_efficiency.items()},
         attention_efficiency={str(k): v for k, v in compute.attention_efficiency.items()},
         hbm_bytes_per_s=rates["stream"] or 0.0,
@@ -195,6 +202,7 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
         reference=reference,
         overlap_slowdown=compute.comm_overlap_slowdown or 0.0,
         ridge_exponent=compute.gemm_ridge_exponent or math.inf,
+        clock_scale=scale,
     )
 
 
@@ -222,3 +230,18 @@ def sustained_clock_ghz(node: NodeSpec, source: str = "scenario") -> float | Non
                           f"draws whatever its clock (gpu.compute.fixed_power_w)")
     share = min(1.0, (limit - fixed) / (board - fixed))
     return float((node.gpu_clock_ghz or compute.clock_ghz) * share ** (1.0 / 3.0))
+
+
+def unmodelled_power_cap(node: NodeSpec) -> str | None:
+    """The warning a result carries when a module power cap is known but nothing turns it into
+    a clock (neither gpu_power_limit_w nor gpu_clock_ghz is given); None otherwise."""
+    if node.power_limit_w is None or node.gpu_clock_ghz is not None \
+            or node.gpu_power_limit_w is not None:
+        return None
+    clock = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
+    return (f"the GPU modules are capped at {node.power_limit_w:g} W, which ghsim does not "
+            f"turn into a clock (no published measurement relates them): compute runs at "
+            f"{clock:g} GHz, the clock {node.gpu.name}'s measured efficiencies refer to; set "
+            f"system.node.gpu_power_limit_w to Hopper's share of the cap, or "
+            f"system.node.gpu_clock_ghz to the clock the system sustains")
+

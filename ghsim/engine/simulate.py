@@ -10,7 +10,7 @@ from typing import Any
 
 from ghsim.config import Scenario, scenario_from_spec
 from ghsim.config.schema import ScenarioSpec
-from ghsim.costmodel.gpu import gpu_cost_model, sustained_clock_ghz
+from ghsim.costmodel.gpu import gpu_cost_model, sustained_clock_ghz, unmodelled_power_cap
 from ghsim.costmodel.host import host_cost_model
 from ghsim.engine.attribution import breakdown
 from ghsim.engine.links import busiest_links, host_usage
@@ -288,20 +288,6 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _power_warnings(spec: ScenarioSpec) -> list[str]:
-    """Say so when a power cap is known but not turned into a clock."""
-    node = spec.system.node
-    if node.power_limit_w is None or node.gpu_clock_ghz is not None \
-            or node.gpu_power_limit_w is not None:
-        return []
-    clock = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
-    return [f"the GPU modules are capped at {node.power_limit_w:g} W, which ghsim does not turn "
-            f"into a clock (no published measurement relates them): compute runs at "
-            f"{clock:g} GHz, the clock {node.gpu.name}'s measured efficiencies refer to; set "
-            f"system.node.gpu_power_limit_w to Hopper's share of the cap, or "
-            f"system.node.gpu_clock_ghz to the clock the system sustains"]
-
-
 def _kernel_issue(spec: ScenarioSpec, workload: Workload) -> KernelIssue:
     """The host thread issuing the lowered step's kernels; none for a replayed trace (its own
     launch times are replayed) or a microbenchmark."""
@@ -338,13 +324,12 @@ def _simulate(scenario: Scenario) -> Result:
     tokens_per_s = layout.tokens_per_step / step if workload.tokens_per_step else None
     model_flops_per_gpu = (workload.model_flops_per_step / step / layout.num_gpus
                            if workload.model_flops_per_step else None)
-    # MFU against the datasheet peak at the part's own clock, not a sustained or power-limited
-    # one: a capped GPU shows the utilisation it loses
-    assert spec.system.node.gpu.gpu is not None
-    peak = spec.system.node.gpu.gpu.compute.peak_flops_per_s()[GEMM_DTYPE[spec.training.precision]]
+    # MFU against the datasheet peak: a capped GPU shows the utilisation it loses
+    peak = gpu.rated_peak_of(GEMM_DTYPE[spec.training.precision])
     memory, warnings = _memory(scenario, workload, timeline)
     warnings += _replay_warnings(workload, timeline)
-    warnings += _power_warnings(spec)
+    cap = unmodelled_power_cap(spec.system.node)
+    warnings += [cap] if cap else []
     return Result(
         step_time_s=step,
         tokens_per_s=tokens_per_s,

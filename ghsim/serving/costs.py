@@ -139,12 +139,12 @@ class IterationModel:
                               "is needed to cost the small-M GEMMs of decode (with a source)")
         self.mma_m: int = mma_m
         inference = spec.inference
-        if inference.precision not in self.gpu.peak_flops and not (
-                inference.precision in ("bf16", "fp16")
-                and {"bf16", "fp16"} & set(self.gpu.peak_flops)):
+        try:
+            self.gpu.peak_of(inference.precision)
+        except ConfigError:
             raise ConfigError(scenario.source, "inference.precision", f"{part.name} has no "
                               f"{inference.precision} tensor cores (gpu.compute."
-                              f"flops_per_clock_per_sm); serve in bf16 or fp16")
+                              f"flops_per_clock_per_sm); serve in bf16 or fp16") from None
         self.wdtype = inference.precision
         self.wbytes = DTYPE_BYTES[inference.precision]
         expert = inference.expert_precision or inference.precision

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ghsim.config.serving_layout import ServingScenario
+from ghsim.costmodel.gpu import unmodelled_power_cap
 from ghsim.errors import InputError
 from ghsim.outputs import NONFINITE, nonfinite_path
 from ghsim.serving.costs import PARTS, RESOURCE_OF, IterationModel
@@ -230,11 +231,9 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
     if inference.find_max_rate and not met["met"]:
         warnings.append("no arrival rate tried meets the latency targets; the result is at "
                         "the lowest rate tried")
-    if spec.system.node.power_limit_w is not None and spec.system.node.gpu_clock_ghz is None \
-            and spec.system.node.gpu_power_limit_w is None:
-        warnings.append(f"power_limit_w {spec.system.node.power_limit_w:g} W is not turned "
-                        "into a clock (no published measurement of Hopper's share); set "
-                        "system.node.gpu_power_limit_w or gpu_clock_ghz")
+    cap = unmodelled_power_cap(spec.system.node)
+    if cap:
+        warnings.append(cap)
     per_replica = out_tokens / span if span > 0 else math.nan
     if inference.requests.arrival != "offline":
         per_replica = _arrival_window_rate(run, reqs, per_replica)
@@ -243,10 +242,7 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
     tokens_per_s = (per_replica * (1 + in_tokens / out_tokens) if out_tokens else 0.0)
     flops_per_gpu = 2.0 * parameter_count(spec.model).active * tokens_per_s * replicas / (
         spec.num_gpus)
-    # MFU against the datasheet peak at the part's own clock (a power limit shows as lower MFU)
-    compute = spec.system.node.gpu.gpu.compute if spec.system.node.gpu.gpu else None
-    peaks = compute.peak_flops_per_s() if compute is not None else {}
-    peak = peaks.get(inference.precision) or peaks.get("bf16")
+    peak = model.gpu.rated_peak_of(inference.precision)  # MFU against the datasheet peak
     busy = sum(run.parts_s.values())
     data = {
         "output_tokens_per_s": per_replica * replicas,
