@@ -117,6 +117,19 @@ def _positive_int(text: str, most: int, limit: str) -> int:
     return value
 
 
+def _percent(text: str) -> float:
+    """A percentage such as ``12`` or ``12.5%`` (as a fraction); at least 0."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 12 or 12.5%, got "
+                                         f"{text[:40]!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite percentage of at least 0, got "
+                                         f"{text[:40]!r}")
+    return value / 100
+
+
 def _gpus(text: str) -> int:
     return _positive_int(text, MAX_GPUS, "MAX_GPUS")
 
@@ -295,9 +308,10 @@ def _run_serving(scenario: ServingScenario, args: argparse.Namespace) -> int:
     return 0
 
 
-def _validation_report(points: str | Path) -> dict[str, Any]:
-    """``ghsim validate --json`` of one file: every point's outcome, then the summary; a
-    progress bar on standard error when it is a terminal."""
+def _validation_report(points: str | Path, only: list[str] | None = None) -> dict[str, Any]:
+    """``ghsim validate --json`` of one file (its points whose id matches a glob of ``only``,
+    when given): every point's outcome, then the summary; a progress bar on standard error when
+    it is a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -316,41 +330,75 @@ def _validation_report(points: str | Path) -> dict[str, Any]:
                   disable=not console.is_terminal, transient=True) as progress:
         task = progress.add_task("validate", total=None)
         results = run(points, lambda done, total: progress.update(task, completed=done,
-                                                                    total=total))
+                                                                    total=total), only)
     return {"points": [asdict(o) for o in results], **summarize(results),
             "kind": "inference_points" if serving else "validation_points"}
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Simulate every validation point and compare with the measurement; with ``--all``, every
-    shipped set in the ``validation_points`` schema, the others skipped with one line each."""
+    shipped set in the ``validation_points`` schema, the others skipped with one line each.
+    Exit 1 when ``--max-mape`` is given and a set's MAPE exceeds it or one of its points failed
+    or does not fit in memory."""
     from rich.console import Console
 
     from ghsim.config.search import display, find_path, shipped_files
     from ghsim.config.yamlio import read_mapping
 
     console = Console()
+    reports: dict[str, dict[str, Any]] = {}
     if not args.all:
-        report = _validation_report(find_path(args.points) or args.points)
+        points = find_path(args.points) or args.points
+        report = _validation_report(points, args.only)
+        if args.only and not report["points"]:
+            raise InputError(str(points), "", f"--only {' '.join(args.only)!r} matches no "
+                             "point id")
+        reports[str(args.points)] = report
         if args.json:
             _print_json(report)
         else:
             _render_validation(report, console)
-        return 0
-    reports: dict[str, dict[str, Any]] = {}
+        return _gate(reports, args.max_mape)
     for path in shipped_files("validation_points"):
         kind = read_mapping(path).get("kind")
         if kind not in ("validation_points", "inference_points"):
             sys.stderr.write(f"ghsim: validate --all: skipping {path.stem}: kind {kind!r} is "
                              "neither validation_points nor inference_points\n")
             continue
-        reports[path.stem] = report = _validation_report(path)
+        report = _validation_report(path, args.only)
+        if args.only and not report["points"]:
+            continue
+        reports[path.stem] = report
         if not args.json:
             console.print(f"[bold]{path.stem}[/] ({display(path)})")
             _render_validation(report, console)
+    if args.only and not reports:
+        raise InputError("--only", "", f"{' '.join(args.only)!r} matches no point id of the "
+                         "shipped sets")
     if args.json:
         _print_json(reports)
-    return 0
+    return _gate(reports, args.max_mape)
+
+
+def _gate(reports: dict[str, dict[str, Any]], max_mape: float | None) -> int:
+    """``--max-mape``: 1, with a line on standard error for each set that misses it, when a
+    set's MAPE exceeds ``max_mape`` or a point failed or does not fit; else 0."""
+    if max_mape is None:
+        return 0
+    misses = []
+    for name, report in reports.items():
+        why = []
+        if not report["mape"] <= max_mape:  # a set with nothing simulated has a NaN MAPE
+            why.append(f"MAPE {report['mape']:.1%} exceeds {max_mape:.1%}")
+        if report["failed"]:
+            why.append(f"{report['failed']} point(s) failed")
+        if report["not_fitting"]:
+            why.append(f"{report['not_fitting']} point(s) do not fit in memory")
+        if why:
+            misses.append(f"ghsim: validate {name}: {'; '.join(why)} (--max-mape)\n")
+    for line in misses:
+        sys.stderr.write(line)
+    return 1 if misses else 0
 
 
 def _render_validation(report: dict[str, Any], console: Any) -> None:
@@ -551,6 +599,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="every shipped set in the validation_points schema")
     validate.add_argument("--json", action="store_true",
                           help="print one JSON object (with --all: one per set, by name)")
+    validate.add_argument("--max-mape", metavar="PERCENT", type=_percent, default=None,
+                          help="exit 1 when a set's MAPE exceeds PERCENT (e.g. 12 or 12.5%%), "
+                          "or one of its points failed or does not fit in memory")
+    validate.add_argument("--only", metavar="GLOB", action="append", default=None,
+                          help="only the points whose id matches GLOB (repeatable), e.g. "
+                          "'mlperf41_*'")
     validate.set_defaults(handler=cmd_validate)
 
     trace = commands.add_parser(

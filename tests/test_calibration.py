@@ -86,11 +86,11 @@ def _no_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Load and resolve every point as ``ghsim validate`` does, but skip the simulation (the
     shipped sets take a minute): each point is "predicted" at 1 s."""
     def fake(_scenario: Any) -> SimpleNamespace:
-        return SimpleNamespace(step_time_s=1.0, bottleneck={"resource": "none"})
+        return SimpleNamespace(step_time_s=1.0, bottleneck={"resource": "none"}, memory={})
 
     def fake_serving(_scenario: Any) -> SimpleNamespace:
         data = {"output_tokens_per_s": 1.0, "bottleneck": {"resource": "none"},
-                "ttft_s": {"mean": 1.0}, "tpot_s": {"mean": 1.0}}
+                "ttft_s": {"mean": 1.0}, "tpot_s": {"mean": 1.0}, "memory": {"fits": True}}
         return SimpleNamespace(to_dict=lambda: data)
     monkeypatch.setattr(validation, "simulate", fake)
     monkeypatch.setattr(validation, "simulate_serving", fake_serving)
@@ -103,7 +103,8 @@ def test_a_shipped_set_by_name_from_another_folder(
     monkeypatch.chdir(tmp_path)
     assert main(["validate", "calibration", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert list(report) == ["points", "mape", "max_abs_error", "simulated", "failed", "kind"]
+    assert list(report) == ["points", "mape", "max_abs_error", "simulated", "failed",
+                            "not_fitting", "by", "kind"]
     assert report["simulated"] == 30 and report["failed"] == 0, report
     assert report["points"][0]["id"] == "nemo24.07_gpt3-5b_h100_64"
 
@@ -168,3 +169,113 @@ def test_the_inference_set_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     report = json.loads(capsys.readouterr().out)
     assert report["kind"] == "inference_points" and report["simulated"] == 34
     assert report["points"][0]["predicted"] == 1.0
+
+
+def test_gh200_points_all_fit_in_memory() -> None:
+    """A measured run ran, so its scenario fits: SuperOffload's Qwen3-14B on one 96 GB GH200
+    did not while ZeRO-Offload's gradients were (wrongly) kept whole in HBM."""
+    outcomes = validate_file(ROOT / "validation" / "gh200.yaml")
+    assert summarize(outcomes)["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
+
+
+def _points(tmp_path: Path, *points: tuple[str, str, str, float]) -> Path:
+    """A validation_points file of tiny points: (id, system, precision, measured step)."""
+    entries = [{
+        "id": point_id, "confidence": "high" if index == 0 else "low",
+        "measured": {"step_time_s": measured}, "source": "test",
+        "scenario": {"system": system, "num_gpus": 8,
+                     "model": {"name": "tiny", "layers": 4, "hidden": 1024, "heads": 16,
+                               "kv_heads": 16, "ffn_hidden": 4096, "vocab": 32000,
+                               "gated_mlp": False},
+                     "training": {"seq_len": 2048, "micro_batch": 1, "global_batch": 16,
+                                  "precision": precision},
+                     "parallelism": {"tp": 8}}}
+        for index, (point_id, system, precision, measured) in enumerate(points)]
+    path = tmp_path / "points.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "kind": "validation_points",
+                                    "points": entries}))
+    return path
+
+
+def test_errors_by_subset_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Every point predicted at 1 s: measured 2 s is -50 %, 0.5 s +100 %, 1.25 s -20 %."""
+    _no_simulation(monkeypatch)
+    path = _points(tmp_path, ("a", "dgx-h100", "bf16", 2.0), ("b", "dgx-a100", "bf16", 0.5),
+                   ("c", "dgx-h100", "fp8", 1.25))
+    assert main(["validate", str(path), "--json"]) == 0
+    by = json.loads(capsys.readouterr().out)["by"]
+    assert by["system"]["dgx-h100"] == {"mape": pytest.approx(0.35), "simulated": 2,
+                                        "max_abs_error": pytest.approx(0.5)}
+    assert by["system"]["dgx-a100"]["mape"] == pytest.approx(1.0)
+    assert by["precision"]["bf16"]["mape"] == pytest.approx(0.75)
+    assert by["precision"]["fp8"]["mape"] == pytest.approx(0.2)
+    assert list(by["model_size"]) == ["<1B"]
+    assert by["confidence"]["high"]["simulated"] == 1 and by["confidence"]["low"][
+        "max_abs_error"] == pytest.approx(1.0)
+    assert main(["validate", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "Errors by subset" in table and "dgx-a100" in table and "100.0%" in table
+
+
+@pytest.mark.parametrize(("threshold", "code"), [("60", 1), ("67%", 1), ("70", 0),
+                                               ("70.0%", 0)])
+def test_max_mape_gates_the_exit_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str], threshold: str,
+                                        code: int) -> None:
+    """Every point predicted at 1 s: errors 50 %, 100 %, 20 % and 100 %, MAPE 67.5 %."""
+    _no_simulation(monkeypatch)
+    path = _points(tmp_path, ("a", "dgx-h100", "bf16", 2.0), ("b", "dgx-a100", "bf16", 0.5),
+                   ("c", "dgx-h100", "fp8", 1.25), ("d", "dgx-h100", "bf16", 0.5))
+    assert main(["validate", str(path), "--json", "--max-mape", threshold]) == code
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["mape"] == pytest.approx(0.675)
+    limit = float(threshold.rstrip("%")) / 100
+    expected = [f"ghsim: validate {path}: MAPE 67.5% exceeds {limit:.1%} (--max-mape)"]
+    assert captured.err.strip().splitlines() == (expected if code else [])
+
+
+def test_max_mape_fails_on_a_failed_or_unfitting_point(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "points.yaml"
+    path.write_text(POINTS)
+    assert main(["validate", str(path), "--max-mape", "1000"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"ghsim: validate {path}: 1 point(s) failed (--max-mape)"]
+    huge = _points(tmp_path, ("huge", "dgx-h100", "bf16", 1.0))
+    document = yaml.safe_load(huge.read_text())
+    document["points"][0]["scenario"].update(
+        model="llama2-70b", num_gpus=1, parallelism={"tp": 1})
+    huge.write_text(yaml.safe_dump(document))
+    assert main(["validate", str(huge), "--json", "--max-mape", "1000"]) == 1
+    captured = capsys.readouterr()
+    (point,) = json.loads(captured.out)["points"]
+    assert point["does_not_fit"].startswith("the step does not fit in memory: HBM peak")
+    assert "1 point(s) do not fit in memory" in captured.err
+    assert main(["validate", str(huge)]) == 0  # without the gate, the table flags it
+    assert "does not fit" in capsys.readouterr().out
+
+
+def test_only_selects_points_by_glob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    _no_simulation(monkeypatch)
+    path = _points(tmp_path, ("mlperf_a", "dgx-h100", "bf16", 2.0),
+                   ("nemo_b", "dgx-a100", "bf16", 0.5), ("mlperf_c", "dgx-h100", "fp8", 1.0))
+    assert main(["validate", str(path), "--json", "--only", "mlperf_*"]) == 0
+    assert [p["id"] for p in json.loads(capsys.readouterr().out)["points"]] == [
+        "mlperf_a", "mlperf_c"]
+    assert main(["validate", str(path), "--json", "--only", "x*", "--only", "nemo_?"]) == 0
+    assert [p["id"] for p in json.loads(capsys.readouterr().out)["points"]] == ["nemo_b"]
+    assert main(["validate", str(path), "--only", "llama*"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "matches no point id" in err[0], err
+    assert main(["validate", "--all", "--json", "--only", "caraml_*"]) == 0
+    assert list(json.loads(capsys.readouterr().out)) == ["gh200"]
+
+
+@pytest.mark.parametrize("value", ["abc", "-3", "nan", "inf"])
+def test_max_mape_must_be_a_percentage(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["validate", "calibration", "--max-mape", value])
+    assert exit_info.value.code == 2
+    assert "percentage" in capsys.readouterr().err

@@ -2,16 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
 
 from ghsim.config import scenario_from_spec, serving_scenario_from_spec
 from ghsim.config.loader import load_entries
 from ghsim.config.schema import InferencePointSpec, ValidationPointSpec
+from ghsim.config.schema.model import ModelSpec
+from ghsim.engine.result import does_not_fit_line
 from ghsim.engine.simulate import simulate
 from ghsim.errors import InputError
 from ghsim.serving import simulate_serving
+from ghsim.workload.modelsize import parameter_count
+
+SUBSETS = ("system", "precision", "model_size", "confidence")
+"""What ``ghsim validate`` groups its errors by: the point's system, its precision (training or
+serving), its model's size class and the source's confidence."""
+
+SIZE_CLASSES = ((1e9, "<1B"), (10e9, "1-10B"), (100e9, "10-100B"), (float("inf"), ">=100B"))
+"""Model size classes by total parameters (every expert counted for an MoE model)."""
+
+
+def size_class(model: ModelSpec) -> str:
+    """The :data:`SIZE_CLASSES` label of ``model``'s total parameter count."""
+    total = parameter_count(model).total
+    return next(label for limit, label in SIZE_CLASSES if total < limit)
+
+
+def subsets_of(point: Any) -> dict[str, str]:
+    """The :data:`SUBSETS` a validation or inference point belongs to."""
+    scenario = point.scenario
+    precision = (scenario.inference.precision if hasattr(scenario, "inference")
+                 else scenario.training.precision)
+    return {"system": scenario.system.name, "precision": precision,
+            "model_size": size_class(scenario.model), "confidence": point.confidence}
+
+
+def selected(point_id: str, only: Iterable[str] | None) -> bool:
+    """Whether a point's id matches one of the ``only`` glob patterns (all when None)."""
+    patterns = list(only or ())
+    return not patterns or any(fnmatchcase(point_id, pattern) for pattern in patterns)
 
 
 @dataclass(frozen=True)
@@ -25,26 +58,37 @@ class PointOutcome:
     """(predicted - measured) / measured."""
     failed: str | None = None
     bottleneck: str | None = None
+    does_not_fit: str | None = None
+    """Why the simulated step does not fit in memory (a measured run that ran did fit, so its
+    scenario is wrong), or None."""
+    subsets: dict[str, str] = field(default_factory=dict)
+    """The point's :data:`SUBSETS`."""
 
 
 def validate_point(point: ValidationPointSpec, source: str, index: int) -> PointOutcome:
     measured = point.measured.step_time_s
+    subsets = subsets_of(point)
     try:
         scenario = scenario_from_spec(point.scenario, source)
         result = simulate(scenario)
     except InputError as error:
-        return PointOutcome(point.id, measured, None, None, failed=error.line())
+        return PointOutcome(point.id, measured, None, None, failed=error.line(),
+                            subsets=subsets)
     predicted = result.step_time_s
     return PointOutcome(point.id, measured, predicted, (predicted - measured) / measured,
-                        bottleneck=result.bottleneck["resource"])
+                        bottleneck=result.bottleneck["resource"],
+                        does_not_fit=does_not_fit_line(result.memory), subsets=subsets)
 
 
-def validate_file(path: str | Path,
-                  on_point: Callable[[int, int], None] | None = None) -> list[PointOutcome]:
-    """Simulate every point of a ``validation_points`` file; a broken point is reported as
-    failed and the others still run. ``on_point(done, total)`` follows the progress."""
+def validate_file(path: str | Path, on_point: Callable[[int, int], None] | None = None,
+                  only: Iterable[str] | None = None) -> list[PointOutcome]:
+    """Simulate every point of a ``validation_points`` file (those whose id matches a glob of
+    ``only``, when given); a broken point is reported as failed and the others still run.
+    ``on_point(done, total)`` follows the progress."""
     outcomes = []
-    entries = list(load_entries(path, "validation_points", "points", ValidationPointSpec))
+    entries = [entry for entry in load_entries(path, "validation_points", "points",
+                                               ValidationPointSpec)
+               if not isinstance(entry, ValidationPointSpec) or selected(entry.id, only)]
     for index, entry in enumerate(entries):
         if isinstance(entry, InputError):
             outcomes.append(PointOutcome(f"points[{index}]", None, None, None,
@@ -57,14 +101,27 @@ def validate_file(path: str | Path,
     return outcomes
 
 
-def summarize(outcomes: list[PointOutcome] | list[ServingOutcome]) -> dict[str, float | int]:
-    """Mean absolute percentage error and worst error over the simulated points (fractions)."""
+def _errors(outcomes: Iterable[PointOutcome | ServingOutcome]) -> dict[str, float | int]:
     errors = [abs(o.error) for o in outcomes if o.error is not None]
+    return {"mape": sum(errors) / len(errors) if errors else float("nan"),
+            "max_abs_error": max(errors) if errors else float("nan"),
+            "simulated": len(errors)}
+
+
+def summarize(outcomes: list[PointOutcome] | list[ServingOutcome]) -> dict[str, Any]:
+    """Mean absolute percentage error and worst error over the simulated points (fractions),
+    the points that failed or do not fit, and the same errors by each of :data:`SUBSETS`
+    (``by[subset][value]``, values in the order they first appear)."""
+    by: dict[str, dict[str, dict[str, float | int]]] = {}
+    for subset in SUBSETS:
+        values = list(dict.fromkeys(o.subsets[subset] for o in outcomes if subset in o.subsets))
+        by[subset] = {value: _errors(o for o in outcomes if o.subsets.get(subset) == value)
+                      for value in values}
     return {
-        "mape": sum(errors) / len(errors) if errors else float("nan"),
-        "max_abs_error": max(errors) if errors else float("nan"),
-        "simulated": len(errors),
+        **_errors(outcomes),
         "failed": sum(1 for o in outcomes if o.failed),
+        "not_fitting": sum(1 for o in outcomes if o.does_not_fit),
+        "by": by,
     }
 
 
@@ -83,16 +140,21 @@ class ServingOutcome:
     predicted_ttft_ms: float | None = None
     measured_tpot_ms: float | None = None
     predicted_tpot_ms: float | None = None
+    does_not_fit: str | None = None
+    """Why the served model does not fit in memory, or None."""
+    subsets: dict[str, str] = field(default_factory=dict)
+    """The point's :data:`SUBSETS`."""
 
 
 def validate_inference_point(point: InferencePointSpec, source: str) -> ServingOutcome:
     """Simulate one inference point and compare its throughput (and mean latencies)."""
     measured = point.measured
+    subsets = subsets_of(point)
     try:
         result = simulate_serving(serving_scenario_from_spec(point.scenario, source)).to_dict()
     except InputError as error:
         return ServingOutcome(point.id, measured.output_tokens_per_s, None, None,
-                              failed=error.line())
+                              failed=error.line(), subsets=subsets)
     predicted = result["output_tokens_per_s"]
 
     def mean_ms(key: str) -> float | None:
@@ -106,14 +168,20 @@ def validate_inference_point(point: InferencePointSpec, source: str) -> ServingO
         measured_ttft_ms=measured.ttft_ms,
         predicted_ttft_ms=mean_ms("ttft_s") if measured.ttft_ms is not None else None,
         measured_tpot_ms=measured.tpot_ms,
-        predicted_tpot_ms=mean_ms("tpot_s") if measured.tpot_ms is not None else None)
+        predicted_tpot_ms=mean_ms("tpot_s") if measured.tpot_ms is not None else None,
+        does_not_fit=None if result["memory"]["fits"] else
+        f"the model cannot be served: {result['bottleneck']['why']}",
+        subsets=subsets)
 
 
-def validate_inference_file(path: str | Path, on_point: Callable[[int, int], None] | None = None
-                            ) -> list[ServingOutcome]:
-    """Simulate every point of an ``inference_points`` file (a broken point fails alone)."""
+def validate_inference_file(path: str | Path, on_point: Callable[[int, int], None] | None = None,
+                            only: Iterable[str] | None = None) -> list[ServingOutcome]:
+    """Simulate every point of an ``inference_points`` file (those whose id matches a glob of
+    ``only``, when given; a broken point fails alone)."""
     outcomes: list[ServingOutcome] = []
-    entries = list(load_entries(path, "inference_points", "points", InferencePointSpec))
+    entries = [entry for entry in load_entries(path, "inference_points", "points",
+                                               InferencePointSpec)
+               if not isinstance(entry, InferencePointSpec) or selected(entry.id, only)]
     for index, entry in enumerate(entries):
         if isinstance(entry, InputError):
             outcomes.append(ServingOutcome(f"points[{index}]", None, None, None,

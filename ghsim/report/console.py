@@ -448,10 +448,45 @@ def render_validation(outcomes: list[dict[str, Any]], summary: dict[str, Any],
         style = "red" if abs(error) > 0.2 else ("yellow" if abs(error) > 0.08 else "green")
         table.add_row(name, f"{o['measured_step_time_s']:.3f}",
                       f"{o['predicted_step_time_s']:.3f}", f"[{style}]{error:+.1%}[/]",
-                      o["bottleneck"] or "")
+                      bound_by_cell(o))
     _show(console, table)
     console.print(f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%} over "
-                  f"{summary['simulated']} simulated points ({summary['failed']} failed).")
+                  f"{summary['simulated']} simulated points ({summary['failed']} failed"
+                  f"{not_fitting_clause(summary)}).")
+    render_subsets(summary, console)
+
+
+def bound_by_cell(outcome: dict[str, Any]) -> str:
+    """A validation row's "bound by": the bottleneck, or that the step does not fit (a run
+    that was measured did fit, so the scenario is wrong)."""
+    if outcome.get("does_not_fit"):
+        return "[red]does not fit[/]"
+    return str(outcome["bottleneck"] or "")
+
+
+def not_fitting_clause(summary: dict[str, Any]) -> str:
+    count = summary.get("not_fitting", 0)
+    return f", {count} not fitting in memory" if count else ""
+
+
+def render_subsets(summary: dict[str, Any], console: Console) -> None:
+    """The MAPE and worst error of each subset of the points (by system, precision, model size
+    and confidence), for the subsets that split the points."""
+    table = Table(title="Errors by subset", title_justify="left")
+    for column in ("by", "subset", "points", "MAPE", "worst"):
+        table.add_column(column, justify="left" if column in ("by", "subset") else "right")
+    for subset, values in summary.get("by", {}).items():
+        if len(values) < 2:
+            continue
+        for index, (value, errors) in enumerate(values.items()):
+            if not errors["simulated"]:
+                table.add_row(subset if index == 0 else "", value, "0", "-", "-")
+                continue
+            table.add_row(subset.replace("_", " ") if index == 0 else "", value,
+                          str(errors["simulated"]), f"{errors['mape']:.1%}",
+                          f"{errors['max_abs_error']:.1%}")
+    if table.row_count:
+        _show(console, table)
 
 
 def _natural_width(console: Console, table: Table) -> int:

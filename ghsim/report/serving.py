@@ -8,7 +8,15 @@ from rich.console import Console
 from rich.table import Table
 
 from ghsim.config.serving_layout import ServingScenario
-from ghsim.report.console import _safe, _show, is_plain, wrap_name
+from ghsim.report.console import (
+    _safe,
+    _show,
+    bound_by_cell,
+    is_plain,
+    not_fitting_clause,
+    render_subsets,
+    wrap_name,
+)
 from ghsim.serving.engine import EngineRun
 from ghsim.units import format_bytes
 
@@ -85,11 +93,12 @@ def render_serving_validation(outcomes: list[dict[str, Any]], summary: dict[str,
             if m is not None and p is not None:
                 latency.append(f"{p:,.0f}/{m:,.0f}")
         table.add_row(name, f"{o['measured']:,.0f}", f"{o['predicted']:,.0f}",
-                      f"[{style}]{error:+.1%}[/]", "\n".join(latency), o["bottleneck"] or "")
+                      f"[{style}]{error:+.1%}[/]", "\n".join(latency), bound_by_cell(o))
     _show(console, table)
     console.print(f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%} over "
-                  f"{summary['simulated']} simulated points ({summary['failed']} failed); "
-                  "latencies predicted / measured.")
+                  f"{summary['simulated']} simulated points ({summary['failed']} failed"
+                  f"{not_fitting_clause(summary)}); latencies predicted / measured.")
+    render_subsets(summary, console)
 
 
 def serving_trace(run: EngineRun, keep: int) -> dict[str, Any]:

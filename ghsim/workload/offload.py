@@ -135,10 +135,22 @@ class OffloadPolicy:
 
 @register("optimizer")
 class OptimizerOffload(OffloadPolicy):
-    """ZeRO-Offload: optimizer states and the Adam step on the host."""
+    """ZeRO-Offload: optimizer states, the gradients they are stepped with and the Adam step on
+    the host. Ren et al. 2021 (section 4.1) keep only the 16-bit weights on the GPU: each
+    gradient bucket goes down as it is reduced and accumulates into the FP32 gradient partition
+    in host memory, so the GPU holds one bucket of 16-bit gradients in flight, not the
+    gradients of the whole model."""
 
     def host_fraction(self, category: str) -> float:
-        return self.spec.fraction if category == "optimizer" else 0.0
+        return self.spec.fraction if category in ("optimizer", "gradients") else 0.0
+
+    def prepare(self, lw: StageLowering) -> None:
+        largest = max((lw.bucket_params(chunk, layers, index, len(sizes))
+                       for chunk in lw.chunks
+                       for sizes in (lw.buckets(chunk),)
+                       for index, layers in enumerate(sizes)), default=0.0)
+        lw.b.alloc(-1, "gradients.bucket", "gradients",
+                   largest * self.spec.fraction * lw.state_bytes[0])
 
     def optimizer(self, lw: StageLowering, params: float, deps: tuple[int, ...]) -> None:
         self.host_adam(lw, "offload", params * self.spec.fraction, deps)
