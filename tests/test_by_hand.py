@@ -363,11 +363,14 @@ def test_hbm_peak_of_a_tiny_model_by_hand(layers: int, recompute: str) -> None:
 
 
 def test_optimizer_offload_moves_adam_states_out_of_hbm_by_hand() -> None:
+    """ZeRO-Offload (Ren et al. 2021): HBM holds the BF16 weights (2 B) and one bucket of BF16
+    gradients in flight, here the whole one-layer model (2 B); the FP32 gradients (4 B) and
+    Adam's 12 B live in LPDDR5X."""
     result = run(tiny("gh200-single", 1, 2048, 1, "offload.strategy=optimizer"))
     n = params(1)
-    hand = 6 * n + _layer_activations(2048) + _head_activations(2048)  # weights 2 + grads 4
+    hand = 4 * n + _layer_activations(2048) + _head_activations(2048)
     assert result.memory["hbm"]["peak_bytes"] == pytest.approx(hand, rel=1e-9)
-    assert result.memory["lpddr"]["peak_bytes"] == pytest.approx(12 * n, rel=1e-9)
+    assert result.memory["lpddr"]["peak_bytes"] == pytest.approx(16 * n, rel=1e-9)
 
 
 PIPELINE = ["system=gh200-nvl2", "num_gpus=2", "parallelism.pp=2", "model.vocab=128",

@@ -237,11 +237,56 @@ def test_uneven_pipeline_split_as_for_llama3_405b() -> None:
     run_to_completion(workload)
 
 
+def test_the_first_and_last_stages_may_hold_only_the_embedding_and_the_loss() -> None:
+    """Megatron's --account-for-embedding/loss-in-pipeline-split count the embedding and the
+    loss as a layer each: 2 layers on pp 4 leave the first stage the embedding alone and the
+    last the output layer and loss (as Qwen3-235B's 94 layers run on pp 32 x vp 3); every
+    FLOP is still lowered once and the step runs."""
+    from ghsim.config.layout import layers_per_virtual_stage
+
+    assert layers_per_virtual_stage(94, 96) == [0, *[1] * 94, 0]
+    sc = scenario(4, {**LLAMA, "layers": 2}, pp=4, global_batch=8)
+    workload = lower(sc)
+    lowered = sum(c.multiplicity * class_flops(c, recompute=False) for c in workload.classes)
+    per_token = model_flops_per_token(sc.spec.model, 2048)
+    assert lowered == pytest.approx(per_token * sc.layout.tokens_per_step, rel=0.005)
+    run_to_completion(workload)
+    with pytest.raises(InputError, match=r"at most the model's 2 layers \+ 2"):
+        scenario(8, {**LLAMA, "layers": 2}, pp=8, global_batch=16)
+
+
+@pytest.mark.parametrize("layers", [2, 8, 24])
+def test_zero3_holds_a_bucket_of_gathered_weights_not_the_chunk(layers: int) -> None:
+    """FSDP gathers one block at a time: a pass holds its largest gradient bucket's weights
+    (40 M-parameter buckets round up to 4 layers of this model; the first in backward order
+    carries the output layer, the last the embedding), the whole chunk when it is one bucket,
+    and the next pass's prefetch as much again, however deep the chunk."""
+    sc = scenario(8, {**LLAMA, "layers": layers}, zero_stage=3, global_batch=16)
+    count = parameter_count(sc.spec.model)
+    per_bucket = int(40e6 // count.per_layer) + 1
+    assert per_bucket == 4
+    if layers <= per_bucket:
+        largest = float(count.total)
+    else:
+        tail = layers % per_bucket or per_bucket
+        largest = max(per_bucket * count.per_layer + count.output + count.final_norm,
+                      tail * count.per_layer + count.embedding)
+    c = lower(sc).classes[0]
+    gathered = sorted((e for e in c.memory if e.buffer.startswith("gathered.")),
+                      key=lambda e: e.op)
+    assert max(e.bytes for e in gathered) == pytest.approx(2 * largest)  # BF16 weights
+    live = most = 0.0
+    for e in gathered:
+        live += e.bytes
+        most = max(most, live)
+    assert most <= 2 * 2 * largest * (1 + 1e-9)
+
+
 def test_zero3_frees_each_pass_gathered_weights_and_gathers_one_pass_ahead() -> None:
     """Under ZeRO-3 every forward and backward pass gathers its chunk's weights and frees them
     when it ends, so the HBM peak does not grow with the number of micro-batches, and the
     gather for a pass waits for the pass two before it (FSDP's one-ahead prefetch): at most
-    two chunks' gathered weights are live."""
+    two passes' gathered weights are live."""
     peaks = []
     for global_batch in (8, 32):
         sc = scenario(8, LLAMA, zero_stage=3, global_batch=global_batch)

@@ -127,17 +127,23 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
         raise LayoutProblem(
             ("parallelism", "tp"), f"expected a divisor of ffn_hidden {model.ffn_hidden}, got {tp}"
         )
-    if pp > model.layers:
+    # The first and last virtual stages may hold only the embedding and the loss: Megatron's
+    # --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split count
+    # each as a layer (Qwen3-235B's 94 layers on pp 32 x vp 3, Megatron-MoE-ModelZoo).
+    slots = model.layers + 2
+    if pp > slots:
         raise LayoutProblem(
             ("parallelism", "pp"),
-            f"expected at most the model's {model.layers} layers, got {pp}",
+            f"expected at most the model's {model.layers} layers + 2 (the embedding's and the "
+            f"loss's stages), got {pp}",
         )
     if vp > 1 and pp == 1:
         raise LayoutProblem(("parallelism", "vp"), "expected vp only with pp > 1")
-    if pp * vp > model.layers:
+    if pp * vp > slots:
         raise LayoutProblem(
             ("parallelism", "vp"),
-            f"expected pp x vp ({pp} x {vp}) to be at most the model's {model.layers} layers",
+            f"expected pp x vp ({pp} x {vp}) to be at most the model's {model.layers} layers "
+            "+ 2 (the embedding's and the loss's stages)",
         )
     cp = par.cp
     if cp > 1 and spec.training.seq_len % (2 * cp):

@@ -280,9 +280,10 @@ class _StageLowering:
     def gather_params(self, chunk: Chunk, tag: str, params: float | None = None) -> int:
         """A data-parallel all-gather of the chunk's (or a bucket's) updated weights (the
         experts' over the expert data-parallel group). Under ZeRO-3 every pass gathers the
-        chunk's weights into a workspace its end frees; the whole chunk is gathered at once
-        (FSDP gathers one block at a time), so the HBM peak is high by up to two chunks'
-        gathered weights, this pass's and the next's."""
+        chunk's weights (one collective of the chunk's bytes) into a workspace its end frees;
+        FSDP and DeepSpeed gather a block at a time and free it after use, so a pass holds
+        :meth:`resident_share` of them, its largest gradient bucket's (about a layer), and
+        the next pass's prefetch as much again."""
         if self.zero == 0:
             return -1
         total = chunk.params if params is None else params
@@ -298,8 +299,20 @@ class _StageLowering:
                             "dp", ahead, nbytes=nbytes, collective="all_gather", group=group,
                             group_size=size, chunk=chunk.index)
             if self.zero >= 3:
-                self.b.alloc(op, f"gathered.c{chunk.index}", "workspace", nbytes)
+                self.b.alloc(op, f"gathered.c{chunk.index}", "workspace",
+                             nbytes * self.resident_share(chunk))
         return op
+
+    def resident_share(self, chunk: Chunk) -> float:
+        """Of a chunk's gathered weights, the share a ZeRO-3 pass holds at once: its largest
+        gradient bucket's (FSDP's block, DeepSpeed's prefetch bucket; the whole chunk when
+        it is one bucket)."""
+        if not chunk.params:
+            return 1.0
+        sizes = self.buckets(chunk)
+        largest = max(self.bucket_params(chunk, layers, index, len(sizes))
+                      for index, layers in enumerate(sizes))
+        return min(1.0, largest / chunk.params)
 
     def release_params(self, chunk: Chunk, after: int) -> None:
         """Under ZeRO-3, free the chunk's gathered weights once the pass ``after`` has used
@@ -308,7 +321,7 @@ class _StageLowering:
             share = chunk.expert_params / chunk.params if chunk.params else 0.0
             freed = sum(p for _, _, p in self._groups(chunk.params, share))
             self.b.alloc(after, f"gathered.c{chunk.index}", "workspace",
-                         -freed * self.state_bytes[0])
+                         -freed * self.state_bytes[0] * self.resident_share(chunk))
 
     def forward(self, p: Pass, chunk: Chunk) -> None:
         deps = []
