@@ -121,6 +121,20 @@ def test_hardware_flops_add_exactly_the_recomputed_work(recompute: str) -> None:
     assert extra == pytest.approx(expected, rel=1e-6, abs=1.0)
 
 
+def test_context_parallel_ranks_reduce_gradients_and_shard_states_together() -> None:
+    """The cp ranks hold the same weights: gradients are reduced, and ZeRO-1's optimizer
+    states sharded, over dp x cp (Megatron's data-parallel group with context parallelism)."""
+    sc = scenario(8, LLAMA, cp=2, zero_stage=1, global_batch=8)
+    assert (sc.layout.dp, sc.layout.cp, sc.layout.dp_cp) == (4, 2, 8)
+    (c,) = lower(sc).classes
+    grads = [op for op in c.ops if op.name.startswith("dp.grad_reduce_scatter")]
+    assert grads and {op.attrs["group_size"] for op in grads} == {8}
+    assert c.groups["dp"].size == 8
+    params = parameter_count(sc.spec.model).total
+    optimizer = sum(e.bytes for e in c.memory if e.category == "optimizer")
+    assert optimizer == pytest.approx(12 * params / 8)
+
+
 def test_dp_gradient_reduce_scatter_moves_dp_minus_one_over_dp() -> None:
     sc = scenario(32, LLAMA, tp=2, pp=2, zero_stage=1, global_batch=64)
     dp = sc.layout.dp

@@ -63,6 +63,13 @@ class Layout:
     """Expert data-parallel size: the ranks of a stage, tp x cp x dp, over ep x etp."""
 
     @property
+    def dp_cp(self) -> int:
+        """The data-parallel group that reduces the dense gradients and shards ZeRO's states:
+        dp x cp, since the context-parallel ranks hold the same weights (Megatron's DDP and
+        distributed optimizer use get_data_parallel_group(with_context_parallel=True))."""
+        return self.dp * self.cp
+
+    @property
     def model_parallel(self) -> int:
         """GPUs holding one replica: tp x pp x cp."""
         return self.tp * self.pp * self.cp

@@ -208,7 +208,7 @@ class _StageLowering:
         params = sum(c.params for c in self.chunks)
         self.expert_share = sum(c.expert_params for c in self.chunks) / params if params else 0.0
         """Of this rank's parameters, the routed experts' (synchronized over edp, not dp)."""
-        self.bucket_size = max(40e6, 1e6 * self.layout.dp)
+        self.bucket_size = max(40e6, 1e6 * self.layout.dp_cp)
         self.grad_ops: list[int] = []
         self.pass_ends: list[int] = []
         """The last compute op of each forward and backward pass lowered so far."""
@@ -268,13 +268,13 @@ class _StageLowering:
         if self.zero < stage:
             return params
         experts = params * self.expert_share
-        return (params - experts) / self.layout.dp + experts / self.layout.edp
+        return (params - experts) / self.layout.dp_cp + experts / self.layout.edp
 
     def _groups(self, params: float, share: float) -> list[tuple[str, int, float]]:
         """The data-parallel groups that synchronize ``params`` (of which ``share`` are the
         routed experts'): (group, size, parameters), skipping groups of one."""
         experts = params * share
-        groups = [("dp", self.layout.dp, params - experts), ("edp", self.layout.edp, experts)]
+        groups = [("dp", self.layout.dp_cp, params - experts), ("edp", self.layout.edp, experts)]
         return [(g, n, p) for g, n, p in groups if n > 1 and p > 0]
 
     def gather_params(self, chunk: Chunk, tag: str, params: float | None = None) -> int:
@@ -460,7 +460,7 @@ class _StageLowering:
     def lower(self) -> RankClass:
         self.states()
         if self.par.overlap_param_gather and self.zero in (1, 2) and (
-                self.layout.dp > 1 or self.layout.edp > 1):
+                self.layout.dp_cp > 1 or self.layout.edp > 1):
             for chunk in self.chunks:
                 backward = self.buckets(chunk)
                 count = len(backward)

@@ -163,7 +163,7 @@ class OverlappedOptimizerOffload(OptimizerOffload):
     def after_reduce(self, lw: StageLowering, chunk: Chunk, layers: int, index: int,
                      buckets: int, reduced: int) -> None:
         params = lw.bucket_params(chunk, layers, index, buckets)
-        shard = params / (lw.layout.dp if lw.zero >= 1 else 1)
+        shard = params / (lw.layout.dp_cp if lw.zero >= 1 else 1)
         self.host_adam(lw, f"offload.c{chunk.index}.b{index}", shard * self.spec.fraction,
                        (reduced,))
 
@@ -398,7 +398,7 @@ class UnifiedMemory(_Streaming):
         self.started = True
         w, g, o = lw.state_bytes
         layers = sum(c.layers for c in lw.chunks)
-        shard = lw.layout.dp if lw.zero >= 1 else 1
+        shard = lw.layout.dp_cp if lw.zero >= 1 else 1
         if self.system:
             self._replay_previous_step(lw, layers, w, g, o / shard)
         else:

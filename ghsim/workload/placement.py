@@ -23,7 +23,7 @@ def strides(layout: Layout) -> dict[str, tuple[int, int]]:
     return {
         "tp": (layout.tp, 1),
         "cp": (layout.cp, layout.tp),
-        "dp": (layout.dp, layout.tp * layout.cp),
+        "dp": (layout.dp_cp, layout.tp),  # the gradients' group: dp x cp (Layout.dp_cp)
         "pp": (layout.pp, layout.tp * layout.cp * layout.dp),
         "etp": (layout.etp, 1),
         "ep": (layout.ep, layout.etp),
