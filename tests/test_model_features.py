@@ -286,6 +286,22 @@ def test_qk_norm_adds_two_norm_kernels_and_their_inputs() -> None:
     assert lower(qk).model_flops_per_step == lower(plain).model_flops_per_step
 
 
+@pytest.mark.parametrize(("precision", "recipe", "per_token"), [
+    ("bf16", None, 32.0), ("fp8", "delayed", 25.0), ("fp8", "blockwise", 25.0 + 7 / 32)])
+def test_fp8_keeps_the_linear_layers_inputs_in_fp8(precision: str, recipe: str | None,
+                                                   per_token: float) -> None:
+    """Transformer Engine keeps a linear layer's FP8 input for its weight gradient: of a GPT
+    layer's 32 h bytes a token in BF16 (norm inputs 2 + 2, QKV input 2, Q K V 6, projection
+    input 2, up-projection input 2, GELU input 8, down-projection input 8), the four GEMM inputs
+    (h, h, h, 4h elements) take one byte each under FP8: 25 h; blockwise scaling adds an FP32
+    scale per 128 of them. The attention core's FP32 log-sum-exp is the same in both."""
+    extra = {"fp8_recipe": recipe} if recipe else {}
+    sc = scenario(precision=precision, **extra)
+    shapes = layer_shapes(sc.spec, sc.layout)
+    core = TINY["heads"] * S * 4
+    assert layer_activation_bytes(shapes) == pytest.approx(per_token * TINY["hidden"] * S + core)
+
+
 # -- tied embeddings -------------------------------------------------------------------------
 
 def test_untied_output_matrix_has_parameters_gradients_states_and_traffic() -> None:

@@ -11,6 +11,10 @@ closed forms (bytes per layer):
 * sequence parallelism:     ``s b h (34/t + 5 a s / (h t))``
 * selective recompute + SP: ``s b h 34/t``
 * full recompute:           ``2 s b h`` (``/t`` with sequence parallelism)
+
+Under FP8 the linear layers' saved inputs are the FP8 casts Transformer Engine multiplied with
+(:attr:`~ghsim.workload.shapes.LayerShapes.saved_gemm_input_bytes`); norm inputs, Q, K, V
+and the activation function's input stay in BF16.
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ def layer_activation_bytes(s: LayerShapes, moe: bool = False) -> float:
     if s.recompute == "full":
         return outside * h * e  # only the layer's input
     mask = 1 if s.dropout else 0  # one byte per element for each dropout mask
+    g = s.saved_gemm_input_bytes  # a linear layer's saved input (FP8 under FP8)
     attention = float(
         outside * h * e  # norm input
-        + outside * h * e  # QKV GEMM input (SP keeps it sharded and re-gathers it)
+        + outside * h * g  # QKV GEMM input (SP keeps it sharded and re-gathers it)
         + t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V
         + (t * (s.q_width + s.kv_width) * e if s.qk_norm else 0)  # Q and K norms' inputs
-        + t * s.q_width * e  # attention output: the projection's input
+        + t * s.q_width * g  # attention output: the projection's input
         + outside * h * mask  # dropout mask after the projection
     )
     if s.recompute != "selective":
@@ -42,9 +47,9 @@ def layer_activation_bytes(s: LayerShapes, moe: bool = False) -> float:
     up = 2 * s.ffn if s.gated else s.ffn
     mlp = float(
         outside * h * e  # norm input
-        + outside * h * e  # up-projection input
+        + outside * h * g  # up-projection input
         + t * up * e  # activation-function input
-        + t * s.ffn * e  # down-projection input
+        + t * s.ffn * g  # down-projection input
         + outside * h * mask  # dropout mask
     )
     return float(attention + mlp)
@@ -56,13 +61,15 @@ def _moe_bytes(s: LayerShapes) -> float:
     activation function's and the down projection's inputs; a shared expert's as a dense MLP."""
     assert s.moe is not None
     m, e, h, t = s.moe, s.act_bytes, s.hidden, s.sp_tokens
+    g = s.saved_gemm_input_bytes  # the experts' GEMM inputs (FP8 under FP8)
     received = t * m.top_k * m.etp * m.imbalance
     up = 2 * m.expert_ffn if s.gated else m.expert_ffn
-    routed = t * h * e + t * m.experts * 4 + received * h * e + received * (up + m.expert_ffn) * e
+    routed = (t * h * e + t * m.experts * 4 + received * h * g
+              + received * (up * e + m.expert_ffn * g))
     shared = 0.0
     if m.shared_ffn:
         shared_up = 2 * m.shared_ffn if s.gated else m.shared_ffn
-        shared = s.tokens * h * e + s.tokens * (shared_up + m.shared_ffn) * e
+        shared = s.tokens * h * g + s.tokens * (shared_up * e + m.shared_ffn * g)
     return float(routed + shared)
 
 

@@ -125,6 +125,17 @@ class LayerShapes:
     """Multi-head latent attention's sizes (None: MHA or GQA)."""
 
     @property
+    def saved_gemm_input_bytes(self) -> float:
+        """Bytes per element of a linear layer's input kept for its weight-gradient GEMM: under
+        FP8, Transformer Engine keeps the FP8 cast it multiplied with (module/linear.py,
+        _Linear.forward: ``saved_inputmat = inputmat`` when FP8 computes the wgrad), one byte
+        and, with blockwise scaling, an FP32 scale per 128 elements; otherwise the activation
+        dtype."""
+        if not self.fp8:
+            return float(self.act_bytes)
+        return 1.0 + (4.0 / 128 if self.fp8_recipe == "blockwise" else 0.0)
+
+    @property
     def sp_tokens(self) -> int:
         """Tokens on this rank outside the tensor-parallel region (split by tp with SP)."""
         return self.tokens // self.tp if self.sequence_parallel else self.tokens
