@@ -302,6 +302,20 @@ def test_fp8_keeps_the_linear_layers_inputs_in_fp8(precision: str, recipe: str |
     assert layer_activation_bytes(shapes) == pytest.approx(per_token * TINY["hidden"] * S + core)
 
 
+@pytest.mark.parametrize(("precision", "zero_stage", "cached"), [
+    ("fp8", 0, True), ("bf16", 0, False), ("fp8", 3, False)])
+def test_fp8_caches_each_gemm_weight_and_its_transpose(precision: str, zero_stage: int,
+                                                       cached: bool) -> None:
+    """Under FP8 the attention and MLP weights keep an FP8 copy and its transpose for the
+    step (2 B a parameter), the embedding, the output layer and the norms none; BF16 keeps
+    none, nor does ZeRO-3, which gathers the weights anew every pass."""
+    sc = scenario(num_gpus=1, precision=precision, zero_stage=zero_stage)
+    count = parameter_count(sc.spec.model)
+    cache = [e for e in only_class(lower(sc)).memory if e.buffer == "weights.fp8_cache"]
+    gemm = TINY["layers"] * (count.attention_per_layer + count.mlp_per_layer)
+    assert sum(e.bytes for e in cache) == (2 * gemm if cached else 0)
+
+
 # -- tied embeddings -------------------------------------------------------------------------
 
 def test_untied_output_matrix_has_parameters_gradients_states_and_traffic() -> None:

@@ -40,6 +40,15 @@ from ghsim.workload.shapes import LayerShapes, layer_shapes, window_work
 from ghsim.workload.stage import Chunk, OpBuilder
 from ghsim.workload.states import bytes_per_param, optimizer_step_bytes
 
+FP8_WEIGHT_CACHE_BYTES = 2.0
+"""Under FP8 each Transformer Engine GEMM keeps an FP8 copy of its weight and of the weight's
+transpose (Hopper's FP8 GEMMs need both layouts) for the whole step, cast on the first
+micro-batch: Megatron-Core's TE layers pass ``is_first_microbatch`` unless
+``disable_parameter_transpose_cache`` (core_r0.8.0 custom_layers/transformer_engine.py,
+TELinear.forward), and TE caches the cast in ``_fp8_workspaces`` (release_v1.8 module/base.py
+get_fp8_workspace, module/linear.py ``cache_name="weight"``). One byte each. ZeRO-3 gathers
+weights anew every pass and keeps no such cache."""
+
 
 def _layer_params(scenario: Scenario, count: ParamCount, index: int) -> tuple[float, float]:
     """Parameters of layer ``index`` on one rank (``count``: the model's): those split by tp,
@@ -261,6 +270,20 @@ class _StageLowering:
             host = self.policy.host_fraction(category)
             self.b.alloc(-1, category, category, nbytes * (1 - host))
             self.b.alloc(-1, f"{category}.host", category, nbytes * host, self.policy.host_tier)
+        self.b.alloc(-1, "weights.fp8_cache", "weights", FP8_WEIGHT_CACHE_BYTES * sum(
+            self.gemm_params(c) for c in self.chunks) if self.shapes.fp8 and self.zero < 3
+            else 0.0)
+
+    def gemm_params(self, chunk: Chunk) -> float:
+        """Of a chunk's parameters on this rank, the Transformer Engine GEMMs' (attention,
+        MLP and expert projections): all but the embedding, the output layer (not a TE
+        module), the norms and the routers."""
+        count = parameter_count(self.scenario.spec.model)
+        outside = (count.embedding if chunk.first else 0.0) + (
+            count.output + count.final_norm if chunk.last else 0.0)
+        moe_layers = sum(chunk.moe_layers)
+        small = chunk.layers * count.norms_per_layer + moe_layers * count.router_per_moe_layer
+        return max(0.0, chunk.params - (outside + small) / self.layout.tp)
 
     def sharded(self, params: float, stage: int) -> float:
         """Of ``params`` on this rank, what ZeRO ``stage`` or above leaves it: the dense part
