@@ -10,7 +10,7 @@ from typing import Any
 
 from ghsim.config import scenario_from_spec, serving_scenario_from_spec
 from ghsim.config.loader import load_entries
-from ghsim.config.schema import InferencePointSpec, ValidationPointSpec
+from ghsim.config.schema import InferencePointSpec, ServingScenarioSpec, ValidationPointSpec
 from ghsim.config.schema.model import ModelSpec
 from ghsim.engine.result import does_not_fit_line
 from ghsim.engine.simulate import simulate
@@ -32,10 +32,10 @@ def size_class(model: ModelSpec) -> str:
     return next(label for limit, label in SIZE_CLASSES if total < limit)
 
 
-def subsets_of(point: Any) -> dict[str, str]:
+def subsets_of(point: ValidationPointSpec | InferencePointSpec) -> dict[str, str]:
     """The :data:`SUBSETS` a validation or inference point belongs to."""
     scenario = point.scenario
-    precision = (scenario.inference.precision if hasattr(scenario, "inference")
+    precision = (scenario.inference.precision if isinstance(scenario, ServingScenarioSpec)
                  else scenario.training.precision)
     return {"system": scenario.system.name, "precision": precision,
             "model_size": size_class(scenario.model), "confidence": point.confidence}
