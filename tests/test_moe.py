@@ -16,6 +16,7 @@ from ghsim.engine.simulate import simulate
 from ghsim.fabric.traffic import _deduplicated
 from ghsim.workload.ir import Comm, Kernel
 from ghsim.workload.lower import _chunks, lower
+from ghsim.workload.shapes import LayerShapes, layer_shapes
 from ghsim.workload.summary import collective_bytes
 
 H, EXPERTS, TOP_K, EFFN, LAYERS = 1024, 16, 4, 512, 4
@@ -254,3 +255,71 @@ def test_overlapping_the_all_to_alls_hides_them_behind_gemms() -> None:
     assert hidden.step_time_s < exposed.step_time_s
     # the GEMMs beside them slow down by the measured overlap slowdown, never speed up
     assert hidden.compute_breakdown_s["gemm"] >= exposed.compute_breakdown_s["gemm"] * (1 - 1e-9)
+
+
+# -- Megatron's --recompute-modules -------------------------------------------------------------
+
+def _moe_shapes(*extra: str) -> LayerShapes:
+    sc = load_scenario("llama3-8b-gh200", _scenario(1, *extra))
+    return layer_shapes(sc.spec, sc.layout)
+
+
+@pytest.mark.parametrize(("modules", "redone"), [
+    ("[moe_act]", {"experts.act"}),
+    ("[layernorm, moe_act]", {"ln1", "ln2", "experts.act"}),
+    ("[core_attn]", {"attn.flash"}),
+    ("[moe]", {"router", "router.topk", "moe.permute", "experts.up", "experts.act",
+               "experts.down", "moe.unpermute"}),
+])
+def test_selective_recompute_redoes_the_named_modules(modules: str, redone: set[str]) -> None:
+    """Each --recompute-modules name redoes its module's forward kernels before the backward
+    pass (and only those); core_attn is the attention core, moe the whole block."""
+    from ghsim.workload.kernels import layer_backward
+
+    shapes = _moe_shapes("parallelism.recompute=selective",
+                         f"parallelism.recompute_modules={modules}")
+    again = {k.name for k in layer_backward(shapes, moe=True)
+             if isinstance(k, Kernel) and k.recompute}
+    assert again == redone
+
+
+def test_recomputed_modules_keep_no_activations_by_hand() -> None:
+    """Per token of a MoE layer (BF16, top-k 4 of 16 experts, expert FFN 512): moe_act drops
+    the experts' down-projection inputs (4 copies x 512 x 2 B); moe keeps only the block's
+    input (1024 x 2 B) of its norm input, router scores (16 x 4 B), the permuted copies
+    (4 x 1024 x 2 B) and the activation's and down projection's inputs (4 x (1024 + 512) x 2 B);
+    core_attn off keeps the attention core's FP32 log-sum-exp (8 heads x 4 B)."""
+    from ghsim.workload.activations import layer_activation_bytes
+
+    tokens = 1024
+    base = layer_activation_bytes(_moe_shapes("parallelism.recompute=selective"), moe=True)
+    act = layer_activation_bytes(_moe_shapes(
+        "parallelism.recompute=selective", "parallelism.recompute_modules=[core_attn, moe_act]"),
+        moe=True)
+    assert base - act == tokens * TOP_K * EFFN * 2
+    whole = layer_activation_bytes(_moe_shapes(
+        "parallelism.recompute=selective", "parallelism.recompute_modules=[core_attn, moe]"),
+        moe=True)
+    moe_block = H * 2 + EXPERTS * 4 + TOP_K * H * 2 + TOP_K * (2 * EFFN + EFFN) * 2
+    assert base - whole == tokens * (moe_block - H * 2)
+    core = layer_activation_bytes(_moe_shapes(
+        "parallelism.recompute=selective", "parallelism.recompute_modules=[moe_act]"), moe=True)
+    assert core - act == tokens * 8 * 4
+
+
+def test_a_recomputed_dense_mlp_keeps_only_its_input() -> None:
+    """A dense layer (FFN 2048, SwiGLU, BF16) with mlp redone keeps neither the activation's
+    input (2 x 2048 x 2 B a token) nor the down projection's (2048 x 2 B)."""
+    from ghsim.workload.activations import layer_activation_bytes
+
+    plain = _moe_shapes("parallelism.recompute=selective")
+    redone = _moe_shapes("parallelism.recompute=selective",
+                         "parallelism.recompute_modules=[core_attn, mlp]")
+    assert layer_activation_bytes(plain) - layer_activation_bytes(redone) == 1024 * 3 * 2048 * 2
+
+
+def test_recompute_modules_need_selective_recompute(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "llama3-8b-gh200", "--set", "parallelism.recompute=full",
+                 "--set", "parallelism.recompute_modules=[moe_act]"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "recompute_modules needs recompute: selective" in err[0], err

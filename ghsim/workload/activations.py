@@ -32,24 +32,28 @@ def layer_activation_bytes(s: LayerShapes, moe: bool = False) -> float:
         return outside * h * e  # only the layer's input
     mask = 1 if s.dropout else 0  # one byte per element for each dropout mask
     g = s.saved_gemm_input_bytes  # a linear layer's saved input (FP8 under FP8)
+    qkv: float = t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V
+    if s.mla is not None and s.recomputes("mla_up_proj"):  # the latents instead
+        qkv = t * (s.mla.q_lora + s.mla.kv_lora) * g
     attention = float(
         outside * h * e  # norm input
         + outside * h * g  # QKV GEMM input (SP keeps it sharded and re-gathers it)
-        + t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V
+        + qkv
         + (t * (s.q_width + s.kv_width) * e if s.qk_norm else 0)  # Q and K norms' inputs
         + t * s.q_width * g  # attention output: the projection's input
         + outside * h * mask  # dropout mask after the projection
     )
-    if s.recompute != "selective":
+    if not s.recomputes("core_attn"):
         attention += _attention_core_bytes(s)
     if moe and s.moe is not None:
         return float(attention + _moe_bytes(s))
     up = 2 * s.ffn if s.gated else s.ffn
+    # the activation function's and the down projection's inputs, unless the MLP is redone
+    inside = 0.0 if s.recomputes("mlp") else t * up * e + t * s.ffn * g
     mlp = float(
         outside * h * e  # norm input
         + outside * h * g  # up-projection input
-        + t * up * e  # activation-function input
-        + t * s.ffn * g  # down-projection input
+        + inside
         + outside * h * mask  # dropout mask
     )
     return float(attention + mlp)
@@ -64,12 +68,17 @@ def _moe_bytes(s: LayerShapes) -> float:
     g = s.saved_gemm_input_bytes  # the experts' GEMM inputs (FP8 under FP8)
     received = t * m.top_k * m.etp * m.imbalance
     up = 2 * m.expert_ffn if s.gated else m.expert_ffn
+    if s.recomputes("moe"):  # the whole block is redone from its input
+        return float(t * h * e)
+    down_input = 0.0 if s.recomputes("moe_act") else m.expert_ffn * g
     routed = (t * h * e + t * m.experts * 4 + received * h * g
-              + received * (up * e + m.expert_ffn * g))
+              + received * (up * e + down_input))
     shared = 0.0
     if m.shared_ffn:
         shared_up = 2 * m.shared_ffn if s.gated else m.shared_ffn
-        shared = s.tokens * h * g + s.tokens * (shared_up * e + m.shared_ffn * g)
+        shared = s.tokens * h * g
+        if not s.recomputes("shared_experts"):
+            shared += s.tokens * (shared_up * e + m.shared_ffn * g)
     return float(routed + shared)
 
 

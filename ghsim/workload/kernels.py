@@ -286,24 +286,55 @@ def _as_recompute(kernel: Kernel) -> Kernel:
     return replace(kernel, recompute=True)
 
 
-def _recomputed(forward: list[Step], s: LayerShapes) -> list[Step]:
-    """Forward work redone before the backward pass, marked as recompute."""
+_MODULE_STEPS: dict[str, tuple[str, ...]] = {
+    "layernorm": ("ln1", "ln2"),
+    "moe_act": ("experts.act",),
+    "mla_up_proj": ("q_up", "kv_up", "rope"),
+}
+"""Selective recompute: the forward steps (by name, with their FP8 casts) each module redoes;
+core_attn, mlp, shared_experts and moe are matched in :func:`_redoes`."""
+
+
+def _redoes(module: str, name: str, moe: bool) -> bool:
+    """Whether recomputing ``module`` redoes the forward step ``name`` of a (MoE) layer."""
+    base = name.removesuffix(".fp8_cast_transpose")
+    if module in _MODULE_STEPS:
+        return base in _MODULE_STEPS[module]
+    mlp = base.startswith("mlp_") or base in ("mlp.reduce_scatter", "ln2.all_gather")
+    if module == "mlp":  # a dense layer's MLP (Megatron: "recompute the dense MLP layer")
+        return not moe and base.startswith("mlp_")
+    if module == "shared_experts":  # the MLP of a MoE layer is its shared experts'
+        return moe and base.startswith("mlp_")
+    if module == "moe":  # the whole MoE block: router, permutations, all-to-alls, experts
+        return moe and (base.startswith(("router", "moe.", "experts.")) or mlp)
+    return False
+
+
+def _recomputed(forward: list[Step], s: LayerShapes, moe: bool = False) -> list[Step]:
+    """Forward work redone before the backward pass, marked as recompute: the whole layer
+    (full), or the modules selective recompute names (``s.recompute_modules``)."""
     if s.recompute == "full":
         redone: list[Step] = []
         for step in forward:
             redone.append(_as_recompute(step) if isinstance(step, Kernel) else step)
         return redone
-    if s.recompute == "selective":
+    if s.recompute != "selective":
+        return []
+    steps: list[Step] = []
+    if s.recomputes("core_attn"):
         core = _mla_core(s) if s.mla is not None else attention_core(s)
-        return [_as_recompute(k) for k in core if isinstance(k, Kernel)]
-    return []
+        steps += [_as_recompute(k) for k in core if isinstance(k, Kernel)]
+    for step in forward:
+        if any(_redoes(module, step.name, moe) for module in s.recompute_modules):
+            steps.append(_as_recompute(step) if isinstance(step, Kernel) else step)
+    return steps
 
 
 def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
     """One layer's backward pass on this rank (a MoE layer's when ``moe``), recomputation
     included."""
     forward = layer_forward(s, moe)
-    steps = _recomputed(forward, s)
+    steps = _recomputed(forward, s, moe)
     for step in reversed(forward):
         if isinstance(step, Kernel):
             steps += _backward_of(step)

@@ -111,6 +111,8 @@ class LayerShapes:
     flash: bool
     dropout: bool
     recompute: str
+    recompute_modules: tuple[str, ...]
+    """Selective recompute: the modules redone (``ParallelismSpec.recompute_modules_resolved``)."""
     fp8: bool
     fp8_recipe: str | None
     """Transformer Engine's FP8 scaling recipe (``TrainingSpec.fp8_recipe_resolved``)."""
@@ -123,6 +125,10 @@ class LayerShapes:
     """The experts of the model's MoE layers (None: a dense model)."""
     mla: MlaShapes | None = None
     """Multi-head latent attention's sizes (None: MHA or GQA)."""
+
+    def recomputes(self, module: str) -> bool:
+        """Whether selective recompute redoes ``module`` (a Megatron --recompute-modules name)."""
+        return module in self.recompute_modules
 
     @property
     def saved_gemm_input_bytes(self) -> float:
@@ -173,6 +179,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         flash=training.attention == "flash",
         dropout=model.dropout > 0,
         recompute=par.recompute,
+        recompute_modules=par.recompute_modules_resolved,
         fp8=training.precision == "fp8",
         fp8_recipe=training.fp8_recipe_resolved,
         qk_norm=model.qk_norm,

@@ -143,6 +143,11 @@ class TrainingSpec(Spec):
         return (full * d * d + rest * rest) / (s * s)
 
 
+RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mlp", "shared_experts", "moe",
+                          "mla_up_proj"]
+"""Megatron-Core's --recompute-modules names (TransformerConfig.recompute_modules)."""
+
+
 class ParallelismSpec(Spec):
     """The parallel layout: tp x pp x cp x dp GPUs."""
 
@@ -180,6 +185,17 @@ class ParallelismSpec(Spec):
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
     recompute: Literal["none", "selective", "full"] = "none"
+    recompute_modules: list[RecomputeModule] | None = Field(
+        default=None, min_length=1, description="recompute selective only: the modules whose "
+        "forward is redone in the backward pass instead of keeping their activations, as "
+        "Megatron-Core's --recompute-modules names them: core_attn (the attention core; the "
+        "default), layernorm (the norms: cheap to redo; their outputs stay saved by the GEMMs "
+        "that use them), moe_act (the experts' activation function: its output, the experts' "
+        "down-projection input, is not kept), mlp (a dense layer's MLP: only its input is "
+        "kept), shared_experts (a MoE layer's shared experts, likewise), moe (the whole MoE "
+        "block, router and all-to-alls included: only its input is kept), mla_up_proj (MLA's "
+        "up-projections and RoPE: the latents are kept instead of the per-head Q, K, V).",
+    )
     overlap_grad_reduce: bool = Field(
         default=True, description="Reduce gradient buckets during the backward pass. On by "
         "default as NeMo's and Megatron-Bridge's recipes set it; Megatron-LM itself defaults "
@@ -197,6 +213,21 @@ class ParallelismSpec(Spec):
         "--tp-comm-overlap with Transformer Engine userbuffers; off by default in Megatron-LM, "
         "on in NeMo's large-model recipes). Needs sequence_parallel; all-reduces never overlap.",
     )
+
+    @model_validator(mode="after")
+    def _modules_need_selective(self) -> ParallelismSpec:
+        if self.recompute_modules is not None and self.recompute != "selective":
+            raise ValueError(f"recompute_modules needs recompute: selective, got recompute "
+                             f"{self.recompute!r}")
+        return self
+
+    @property
+    def recompute_modules_resolved(self) -> tuple[str, ...]:
+        """The modules recomputed: Megatron's default core_attn under selective recompute,
+        none otherwise (full recompute redoes the whole layer)."""
+        if self.recompute != "selective":
+            return ()
+        return tuple(dict.fromkeys(self.recompute_modules or ["core_attn"]))
 
 
 class OffloadSpec(Spec):
