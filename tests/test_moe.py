@@ -318,8 +318,20 @@ def test_a_recomputed_dense_mlp_keeps_only_its_input() -> None:
     assert layer_activation_bytes(plain) - layer_activation_bytes(redone) == 1024 * 3 * 2048 * 2
 
 
-def test_recompute_modules_need_selective_recompute(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "llama3-8b-gh200", "--set", "parallelism.recompute=full",
-                 "--set", "parallelism.recompute_modules=[moe_act]"]) == 2
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_recompute_modules_count_only_with_selective_recompute(recompute: str) -> None:
+    """As in Megatron, the modules apply to selective recompute alone: with none or full the
+    step is the one without them (a sweep over recompute keeps a base's modules)."""
+    base = _scenario(1, f"parallelism.recompute={recompute}")
+    plain = simulate(load_scenario("llama3-8b-gh200", base))
+    named = simulate(load_scenario("llama3-8b-gh200",
+                                   [*base, "parallelism.recompute_modules=[moe_act, mlp]"]))
+    assert named.step_time_s == plain.step_time_s
+    assert named.memory["hbm"]["peak_bytes"] == plain.memory["hbm"]["peak_bytes"]
+
+
+def test_an_unknown_recompute_module_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "llama3-8b-gh200", "--set", "parallelism.recompute=selective",
+                 "--set", "parallelism.recompute_modules=[moe_actt]"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "recompute_modules needs recompute: selective" in err[0], err
+    assert len(err) == 1 and "recompute_modules" in err[0], err

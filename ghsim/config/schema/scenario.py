@@ -186,7 +186,9 @@ class ParallelismSpec(Spec):
     zero_stage: Literal[0, 1, 2, 3] = 0
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: list[RecomputeModule] | None = Field(
-        default=None, min_length=1, description="recompute selective only: the modules whose "
+        default=None, min_length=1, description="With recompute selective (ignored otherwise, "
+        "as Megatron ignores the flag without --recompute-granularity selective, so a sweep "
+        "over recompute keeps it): the modules whose "
         "forward is redone in the backward pass instead of keeping their activations, as "
         "Megatron-Core's --recompute-modules names them: core_attn (the attention core; the "
         "default), layernorm (the norms: cheap to redo; their outputs stay saved by the GEMMs "
@@ -213,13 +215,6 @@ class ParallelismSpec(Spec):
         "--tp-comm-overlap with Transformer Engine userbuffers; off by default in Megatron-LM, "
         "on in NeMo's large-model recipes). Needs sequence_parallel; all-reduces never overlap.",
     )
-
-    @model_validator(mode="after")
-    def _modules_need_selective(self) -> ParallelismSpec:
-        if self.recompute_modules is not None and self.recompute != "selective":
-            raise ValueError(f"recompute_modules needs recompute: selective, got recompute "
-                             f"{self.recompute!r}")
-        return self
 
     @property
     def recompute_modules_resolved(self) -> tuple[str, ...]:
