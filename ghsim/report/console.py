@@ -479,11 +479,11 @@ def render_subsets(summary: dict[str, Any], console: Console) -> None:
         if len(values) < 2:
             continue
         for index, (value, errors) in enumerate(values.items()):
-            if not errors["simulated"]:
-                table.add_row(subset if index == 0 else "", value, "0", "-", "-")
+            label = subset.replace("_", " ") if index == 0 else ""
+            if not errors["simulated"]:  # every point of this subset failed
+                table.add_row(label, value, "0", "-", "-")
                 continue
-            table.add_row(subset.replace("_", " ") if index == 0 else "", value,
-                          str(errors["simulated"]), f"{errors['mape']:.1%}",
+            table.add_row(label, value, str(errors["simulated"]), f"{errors['mape']:.1%}",
                           f"{errors['max_abs_error']:.1%}")
     if table.row_count:
         _show(console, table)
