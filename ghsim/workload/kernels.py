@@ -300,13 +300,14 @@ def _redoes(module: str, name: str, moe: bool) -> bool:
     base = name.removesuffix(".fp8_cast_transpose")
     if module in _MODULE_STEPS:
         return base in _MODULE_STEPS[module]
-    mlp = base.startswith("mlp_") or base in ("mlp.reduce_scatter", "ln2.all_gather")
     if module == "mlp":  # a dense layer's MLP (Megatron: "recompute the dense MLP layer")
         return not moe and base.startswith("mlp_")
     if module == "shared_experts":  # the MLP of a MoE layer is its shared experts'
         return moe and base.startswith("mlp_")
-    if module == "moe":  # the whole MoE block: router, permutations, all-to-alls, experts
-        return moe and (base.startswith(("router", "moe.", "experts.")) or mlp)
+    if module == "moe":  # the whole block: router, permutations, all-to-alls, experts, and
+        # the shared experts with their tensor-parallel collectives
+        shared = base.startswith("mlp_") or base in ("mlp.reduce_scatter", "ln2.all_gather")
+        return moe and (base.startswith(("router", "moe.", "experts.")) or shared)
     return False
 
 

@@ -207,10 +207,12 @@ class _StageLowering:
         self.optimizer_name = training.optimizer
         self.step_bytes = optimizer_step_bytes(training)
         """The optimizer step's memory traffic a parameter (states.optimizer_step_bytes)."""
-        self.per_layer_params = parameter_count(scenario.spec.model).per_layer / self.layout.tp
+        self.count = parameter_count(scenario.spec.model)
+        """The model's parameters (every rank's share derives from it)."""
+        self.per_layer_params = self.count.per_layer / self.layout.tp
         kinds = [moe for c in self.chunks for moe in c.moe_layers]
         if kinds:  # MoE and dense layers differ: buckets and per-layer policies use the mean
-            count = parameter_count(scenario.spec.model)
+            count = self.count
             sizes = [sum(_layer_params(scenario, count, i)) for c in self.chunks
                      for i in _layer_indices(scenario, c)]
             self.per_layer_params = sum(sizes) / len(sizes)
@@ -218,6 +220,8 @@ class _StageLowering:
         self.expert_share = sum(c.expert_params for c in self.chunks) / params if params else 0.0
         """Of this rank's parameters, the routed experts' (synchronized over edp, not dp)."""
         self.bucket_size = max(40e6, 1e6 * self.layout.dp_cp)
+        self._resident: dict[int, float] = {}
+        """Per chunk: :meth:`resident_share`, computed once."""
         self.grad_ops: list[int] = []
         self.pass_ends: list[int] = []
         """The last compute op of each forward and backward pass lowered so far."""
@@ -278,7 +282,7 @@ class _StageLowering:
         """Of a chunk's parameters on this rank, the Transformer Engine GEMMs' (attention,
         MLP and expert projections): all but the embedding, the output layer (not a TE
         module), the norms and the routers."""
-        count = parameter_count(self.scenario.spec.model)
+        count = self.count
         outside = (count.embedding if chunk.first else 0.0) + (
             count.output + count.final_norm if chunk.last else 0.0)
         moe_layers = sum(chunk.moe_layers)
@@ -330,12 +334,10 @@ class _StageLowering:
         """Of a chunk's gathered weights, the share a ZeRO-3 pass holds at once: its largest
         gradient bucket's (FSDP's block, DeepSpeed's prefetch bucket; the whole chunk when
         it is one bucket)."""
-        if not chunk.params:
-            return 1.0
-        sizes = self.buckets(chunk)
-        largest = max(self.bucket_params(chunk, layers, index, len(sizes))
-                      for index, layers in enumerate(sizes))
-        return min(1.0, largest / chunk.params)
+        if chunk.index not in self._resident:
+            self._resident[chunk.index] = (min(1.0, self.largest_bucket_params(chunk)
+                                               / chunk.params) if chunk.params else 1.0)
+        return self._resident[chunk.index]
 
     def release_params(self, chunk: Chunk, after: int) -> None:
         """Under ZeRO-3, free the chunk's gathered weights once the pass ``after`` has used
@@ -431,10 +433,16 @@ class _StageLowering:
         """Layers per gradient (and weight) bucket of a chunk, in backward order."""
         return _buckets(chunk, self.per_layer_params, self.bucket_size)
 
+    def largest_bucket_params(self, chunk: Chunk) -> float:
+        """Parameters of the chunk's largest gradient bucket."""
+        sizes = self.buckets(chunk)
+        return max(self.bucket_params(chunk, layers, index, len(sizes))
+                   for index, layers in enumerate(sizes))
+
     def bucket_params(self, chunk: Chunk, layers: int, index: int, buckets: int) -> float:
         """Parameters whose gradients bucket ``index`` holds (the head's go with the first
         bucket, the embedding's with the last, as the backward pass produces them)."""
-        count = parameter_count(self.scenario.spec.model)
+        count = self.count
         tp = self.layout.tp
         params = layers * self.per_layer_params
         if chunk.last and index == 0:
@@ -464,7 +472,7 @@ class _StageLowering:
         deps = [*self.grad_ops, *self.policy.before_optimizer(self)]
         tied = self.scenario.spec.model.tied_embeddings and self.layout.pp > 1
         if tied and (self.chunks[0].first or self.chunks[-1].last):
-            count = parameter_count(self.scenario.spec.model)
+            count = self.count
             deps.append(self.b.add(
                 "collective", "embedding.grad_all_reduce", "pp_embedding",
                 (self.b.tails["compute"],), nbytes=count.embedding / self.layout.tp

@@ -145,10 +145,7 @@ class OptimizerOffload(OffloadPolicy):
         return self.spec.fraction if category in ("optimizer", "gradients") else 0.0
 
     def prepare(self, lw: StageLowering) -> None:
-        largest = max((lw.bucket_params(chunk, layers, index, len(sizes))
-                       for chunk in lw.chunks
-                       for sizes in (lw.buckets(chunk),)
-                       for index, layers in enumerate(sizes)), default=0.0)
+        largest = max((lw.largest_bucket_params(chunk) for chunk in lw.chunks), default=0.0)
         lw.b.alloc(-1, "gradients.bucket", "gradients",
                    largest * self.spec.fraction * lw.state_bytes[0])
 

@@ -92,8 +92,8 @@ class StageLowering(Protocol):
     def sharded(self, params: float, stage: int) -> float:
         """Of ``params`` on this rank, what ZeRO ``stage`` or above leaves it."""
 
-    def buckets(self, chunk: Chunk) -> list[int]:
-        """Layers per gradient bucket of ``chunk``, in backward order."""
+    def largest_bucket_params(self, chunk: Chunk) -> float:
+        """Parameters of the chunk's largest gradient bucket."""
 
     def bucket_params(self, chunk: Chunk, layers: int, index: int, buckets: int) -> float:
         """Parameters of gradient bucket ``index`` of ``buckets`` in ``chunk``."""
