@@ -30,7 +30,7 @@ from tests.conftest import ROOT
 
 GH200: dict[str, float] = {  # configs/hardware/gh200-96gb.yaml
     "sms": 132, "clock_ghz": 1.83, "bf16_per_clock": 4096, "gemm_eff": 0.8375,
-    "attention_eff": 0.577, "tile": 128, "k_half": 285, "ref_m": 2048, "ref_n": 2048,
+    "attention_eff": 0.616, "tile": 128, "k_half": 285, "ref_m": 2048, "ref_n": 2048,
     "reference_k": 13312, "launch_us": 3, "ridge_p": 3.5,
     "hbm_gb_s": 4000, "stream_eff": 0.85, "elementwise_eff": 0.482,
     "host_link_gb_s": 450, "h2d_eff": 0.8333, "d2h_eff": 0.66,

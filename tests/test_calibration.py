@@ -171,11 +171,17 @@ def test_the_inference_set_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert report["points"][0]["predicted"] == 1.0
 
 
-def test_gh200_points_all_fit_in_memory() -> None:
+def test_gh200_points_all_fit_in_memory_within_a_regression_bound() -> None:
     """A measured run ran, so its scenario fits: SuperOffload's Qwen3-14B on one 96 GB GH200
-    did not while ZeRO-Offload's gradients were (wrongly) kept whole in HBM."""
+    did not while ZeRO-Offload's gradients were (wrongly) kept whole in HBM. The issue's
+    target is a MAPE of 12 %; today's is 18.8 % (the module caps of Alps and JEDI took it from
+    31.1 %; the two small models, 300M and GPT 800M, still miss by -69 and -48 %), so the
+    bound only guards against regressions."""
     outcomes = validate_file(ROOT / "validation" / "gh200.yaml")
-    assert summarize(outcomes)["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
+    summary = summarize(outcomes)
+    assert summary["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
+    report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
+    assert summary["simulated"] == 12 and summary["mape"] <= 0.20, report
 
 
 def _points(tmp_path: Path, *points: tuple[str, str, str, float]) -> Path:

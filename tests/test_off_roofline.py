@@ -148,9 +148,56 @@ def test_alps_and_jedi_ship_with_their_networks() -> None:
     assert (alps.node.cpu_link.bandwidth_gb_s, jedi.node.cpu_link.bandwidth_gb_s) == (150, 100)
 
 
-def test_a_power_cap_is_reported_not_guessed_and_a_sustained_clock_scales_compute() -> None:
-    base = ["system=alps-gh200", "num_gpus=1", "model=llama3-8b", "model.layers=2",
+ALPS_ONE = ["system=alps-gh200", "num_gpus=1", "model=llama3-8b", "model.layers=2",
             "training.seq_len=4096", "training.global_batch=2", "offload.strategy=none"]
+
+
+def test_a_module_cap_serves_grace_first_and_leaves_hopper_the_rest() -> None:
+    """Alps caps a GH200 module at 660 W and the CPU side takes its 117 W first: the GPU gets
+    543 W. At 320 W fixed, its SMs keep 223 of the 463 W they had at the 783 W its efficiencies
+    were measured with, so compute runs at (223 / 463)^(1/3) = 0.784 of the clock, exactly as a
+    part quoted at that clock (or a sustained clock given outright) would."""
+    compute = load_hardware("gh200-96gb").gpu.compute  # type: ignore[union-attr]
+    grace = load_hardware("grace-120gb").cpu.compute  # type: ignore[union-attr]
+    assert (compute.board_power_w, compute.fixed_power_w, grace.module_power_w) == (783, 320, 117)
+    factor = (223 / 463) ** (1 / 3)
+    assert factor == pytest.approx(0.784, abs=5e-4)
+    result = simulate(load_scenario("llama3-8b-gh200", ALPS_ONE))
+    assert not any("660 W" in w for w in result.warnings)
+    same = simulate(load_scenario("llama3-8b-gh200", [
+        *ALPS_ONE, f"system.node.gpu_clock_ghz={1.83 * factor}"]))
+    assert result.compute_breakdown_s == pytest.approx(same.compute_breakdown_s, rel=1e-9)
+    from ghsim.report.views import scenario_view
+
+    view = scenario_view(load_scenario("llama3-8b-gh200", ALPS_ONE))
+    assert view["gpu_clock"] == {"compute_ghz": pytest.approx(1.83 * factor),
+                                 "part_ghz": 1.83, "power_limit_w": 543}
+    # a module cap that leaves the GPU its measured 783 W changes nothing; a lower cap, a
+    # hungrier CPU side, or a board limit below the module's share slow compute
+    roomy = simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE,
+                                                       "system.node.power_limit_w=900"]))
+    uncapped = simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE, "system=gh200-quad",
+                                                          "num_gpus=1"]))
+    assert roomy.compute_breakdown_s == pytest.approx(uncapped.compute_breakdown_s, rel=1e-9)
+    assert roomy.step_time_s < result.step_time_s
+    tighter = simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE,
+                                                         "system.node.power_limit_w=624"]))
+    hungrier = simulate(load_scenario("llama3-8b-gh200", [
+        *ALPS_ONE, "system.node.cpu.cpu.compute.module_power_w=200"]))
+    board = simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE,
+                                                       "system.node.gpu_power_limit_w=450"]))
+    assert min(tighter.step_time_s, hungrier.step_time_s, board.step_time_s) > result.step_time_s
+    for cap in (117, 430):  # all of it to Grace; less than the GPU's fixed 320 W left
+        with pytest.raises(InputError, match=r"system\.node\.power_limit_w"):
+            simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE,
+                                                       f"system.node.power_limit_w={cap}"]))
+
+
+def test_a_power_cap_is_reported_not_guessed_and_a_sustained_clock_scales_compute() -> None:
+    """A module cap whose CPU part gives no module_power_w (an x86 host here) is not turned
+    into a clock: the result says so. A sustained clock moves compute exactly as a part quoted
+    at that clock would."""
+    base = [*ALPS_ONE, "system.node.cpu=xeon-8480c"]
     result = simulate(load_scenario("llama3-8b-gh200", base))
     assert any("660 W" in w for w in result.warnings)
     capped = simulate(load_scenario("llama3-8b-gh200", [*base, "system.node.gpu_clock_ghz=1.4"]))

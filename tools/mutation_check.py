@@ -108,6 +108,11 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "* share ** (1.0 / 3.0))", "* share)",
              "the SM clock falls with the dynamic power, not its cube root",
              ("tests/test_off_roofline.py",)),
+    Sabotage("module-cap-gives-gpu-everything", "ghsim/costmodel/gpu.py",
+             "limits.append(node.power_limit_w - cpu_side)",
+             "limits.append(node.power_limit_w)",
+             "a GH200 module cap goes to the GPU whole: Grace is not served first",
+             ("tests/test_off_roofline.py",)),
     Sabotage("zero3-backward-keeps-gathered-weights", "ghsim/workload/lower.py",
              "        self.release_params(chunk, op)\n        self.pass_ends.append(op)\n"
              "        if not chunk.first:",

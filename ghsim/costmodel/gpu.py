@@ -206,12 +206,32 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
     )
 
 
+def gpu_power_limit_w(node: NodeSpec, source: str = "scenario") -> float | None:
+    """The power each GPU of ``node`` may draw, in W: its board limit ``gpu_power_limit_w``,
+    or what a module cap ``power_limit_w`` leaves once the CPU side of the superchip has
+    taken its ``module_power_w`` (Grace is served first), the lower of the two when both
+    apply; a given sustained clock ``gpu_clock_ghz`` already says what the module cap leaves.
+    None when nothing limits the GPU below the power its efficiencies refer to."""
+    limits = [node.gpu_power_limit_w] if node.gpu_power_limit_w is not None else []
+    cpu_side = node.cpu.cpu.compute.module_power_w if node.cpu.cpu else None
+    if node.power_limit_w is not None and cpu_side is not None and node.gpu_clock_ghz is None:
+        if node.power_limit_w <= cpu_side:
+            raise ConfigError(source, "system.node.power_limit_w",
+                              f"is {node.power_limit_w:g} W: expected more than the "
+                              f"{cpu_side:g} W the {node.cpu.name} side of the module takes "
+                              f"first (cpu.compute.module_power_w)")
+        limits.append(node.power_limit_w - cpu_side)
+    return min(limits) if limits else None
+
+
 def sustained_clock_ghz(node: NodeSpec, source: str = "scenario") -> float | None:
     """The SM clock a node's GPUs compute at: ``gpu_clock_ghz`` (or the part's clock), slowed
-    by the board power limit ``gpu_power_limit_w``: the SMs get what the board's fixed power
-    (HBM, leakage) leaves, and their dynamic power goes as the clock cubed. None when neither
-    key is given (the part's own clock). ``source`` names the scenario in errors."""
-    if node.gpu_power_limit_w is None:
+    by the GPU's power limit (:func:`gpu_power_limit_w`): the SMs get what the board's fixed
+    power (HBM, leakage) leaves, and their dynamic power goes as the clock cubed. None when
+    nothing sets or limits the clock (the part's own). ``source`` names the scenario in
+    errors."""
+    limit = gpu_power_limit_w(node, source)
+    if limit is None:
         return node.gpu_clock_ghz
     gpu = node.gpu.gpu
     if gpu is None:
@@ -221,27 +241,31 @@ def sustained_clock_ghz(node: NodeSpec, source: str = "scenario") -> float | Non
                        ("fixed_power_w", compute.fixed_power_w)):
         if value is None:
             raise ConfigError(node.gpu.name, f"gpu.compute.{key}", "is needed to apply "
-                              "system.node.gpu_power_limit_w (with a source)")
+                              "a GPU power limit (with a source)")
     assert compute.board_power_w is not None and compute.fixed_power_w is not None
-    limit, board, fixed = node.gpu_power_limit_w, compute.board_power_w, compute.fixed_power_w
+    board, fixed = compute.board_power_w, compute.fixed_power_w
     if limit <= fixed:
-        raise ConfigError(source, "system.node.gpu_power_limit_w",
-                          f"is {limit:g} W: expected more than the {fixed:g} W {node.gpu.name} "
-                          f"draws whatever its clock (gpu.compute.fixed_power_w)")
+        key = ("system.node.gpu_power_limit_w" if limit == node.gpu_power_limit_w
+               else "system.node.power_limit_w")
+        raise ConfigError(source, key,
+                          f"leaves the GPU {limit:g} W: expected more than the {fixed:g} W "
+                          f"{node.gpu.name} draws whatever its clock (gpu.compute.fixed_power_w)")
     share = min(1.0, (limit - fixed) / (board - fixed))
     return float((node.gpu_clock_ghz or compute.clock_ghz) * share ** (1.0 / 3.0))
 
 
 def unmodelled_power_cap(node: NodeSpec) -> str | None:
     """The warning a result carries when a module power cap is known but nothing turns it into
-    a clock (neither gpu_power_limit_w nor gpu_clock_ghz is given); None otherwise."""
+    a clock (the CPU part has no module_power_w, and neither gpu_power_limit_w nor
+    gpu_clock_ghz is given); None otherwise."""
+    cpu_side = node.cpu.cpu.compute.module_power_w if node.cpu.cpu else None
     if node.power_limit_w is None or node.gpu_clock_ghz is not None \
-            or node.gpu_power_limit_w is not None:
+            or node.gpu_power_limit_w is not None or cpu_side is not None:
         return None
     clock = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
-    return (f"the GPU modules are capped at {node.power_limit_w:g} W, which ghsim does not "
-            f"turn into a clock (no published measurement relates them): compute runs at "
-            f"{clock:g} GHz, the clock {node.gpu.name}'s measured efficiencies refer to; set "
-            f"system.node.gpu_power_limit_w to Hopper's share of the cap, or "
+    return (f"the GPU modules are capped at {node.power_limit_w:g} W, which ghsim cannot "
+            f"turn into a clock ({node.cpu.name} gives no cpu.compute.module_power_w): "
+            f"compute runs at {clock:g} GHz, the clock {node.gpu.name}'s measured efficiencies "
+            f"refer to; set system.node.gpu_power_limit_w to Hopper's share of the cap, or "
             f"system.node.gpu_clock_ghz to the clock the system sustains")
 

@@ -303,7 +303,7 @@ def render_scenario(view: dict[str, Any], console: Console) -> None:
     if clock and clock["compute_ghz"] != clock["part_ghz"]:
         limit = clock["power_limit_w"]
         table.add_row("GPU compute clock", f"{clock['compute_ghz']:.3g} GHz of "
-                      f"{clock['part_ghz']:g}" + (f" (boards limited to {limit:g} W)"
+                      f"{clock['part_ghz']:g}" + (f" (GPUs limited to {limit:.4g} W)"
                                                   if limit is not None else ""))
     table.add_row("micro-batches per step", str(layout["micro_batches_per_step"]))
     table.add_row("tokens per step", f"{view['tokens_per_step']:,}")

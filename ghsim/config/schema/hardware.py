@@ -236,8 +236,10 @@ class GpuComputeSpec(Spec):
         "Dtypes not listed use gemm_reference_k with full waves.",
     )
     board_power_w: PositiveFloat | None = Field(
-        default=None, description="The GPU board's rated power (TGP), in W: the power at which "
-        "its measured efficiencies hold. Needed for system.node.gpu_power_limit_w.",
+        default=None, description="The power the GPU had when its efficiencies were "
+        "measured, in W: its board's rated power (TGP), or, in a superchip module, what the "
+        "module's measured power left it. Needed for system.node.gpu_power_limit_w and "
+        "power_limit_w.",
     )
     fixed_power_w: float | None = Field(
         default=None, ge=0.0, description="Power the board draws whatever its SM clock (HBM, "
@@ -581,6 +583,13 @@ class CpuComputeSpec(Spec):
         "inside an op that launches several (Transformer Engine's grouped GEMM on Hopper loops "
         "over the experts, one cuBLAS GEMM each): the driver's launch without the Python "
         "module call. Absent: such launches are free on the host.",
+    )
+    module_power_w: PositiveFloat | None = Field(
+        default=None, description="On a superchip module (GH200), the power this CPU side "
+        "(cores, LPDDR5X, the module's regulators) draws while its GPU trains, in W. A "
+        "module cap (system.node.power_limit_w) serves it first, as the firmware serves Grace "
+        "before Hopper, and the GPU gets the rest as its board limit. Absent: ghsim turns no "
+        "module cap into a GPU limit.",
     )
     serving_step_us: float | None = Field(
         default=None, ge=0.0, description="Serving: host time per engine iteration outside "

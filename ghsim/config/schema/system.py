@@ -74,10 +74,11 @@ class NodeSpec(Spec):
 
     power_limit_w: PositiveFloat | None = Field(
         default=None, description="Power cap of one GH200 module in this system, in W: the "
-        "superchip's Grace, Hopper and memory together (Alps about 660 W, JUPITER 680 W; Grace "
-        "is served first). Informational: no published measurement gives the share Hopper gets "
-        "of it under load, so ghsim derives no clock from it; give the GPU's share as "
-        "gpu_power_limit_w, or its sustained clock as gpu_clock_ghz.",
+        "superchip's Grace, Hopper and memory together (Alps about 660 W, JUPITER 680 W). "
+        "Grace is served first: the GPU's board limit is the cap less the CPU part's "
+        "module_power_w (the lower of that and gpu_power_limit_w when both are given), "
+        "unless gpu_clock_ghz gives the clock the GPUs sustain under the cap. Without a "
+        "module_power_w the cap only warns.",
     )
     gpu_power_limit_w: PositiveFloat | None = Field(
         default=None, description="Board power limit of each GPU, in W (nvidia-smi -pl, as "
