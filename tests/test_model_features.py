@@ -100,7 +100,31 @@ def test_fp32_training_keeps_no_separate_master_weight() -> None:
         4 * PARAMS, 4 * PARAMS, 12 * PARAMS)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_master_weight_remainders_keep_two_bytes(precision: str) -> None:
+    """apex's store_param_remainders (NeMo's DistributedFusedAdam over a BF16 model): the
+    optimizer keeps the master's low 16 bits (2 B) beside Adam's m, v (8 B), 10 B instead of
+    12; ZeRO 1 over four ranks shards the 10; weights and gradients do not change (FP8 adds
+    its weight cache, 2 B for each of the 2 x (4 h^2 + 2 h f) = 98,304 GEMM weights)."""
+    one = model_state_bytes(scenario(master_weights="remainders", precision=precision).spec,
+                            dp=1)
+    assert (one.weights, one.gradients, one.optimizer) == (2 * PARAMS, 4 * PARAMS, 10 * PARAMS)
+    sc = scenario(num_gpus=4, master_weights="remainders", precision=precision, zero_stage=1)
+    cache = 2 * 98_304 if precision == "fp8" else 0
+    assert states_at_start(only_class(lower(sc))) == pytest.approx(
+        {"weights": 2 * PARAMS + cache, "gradients": 4 * PARAMS, "optimizer": 10 * PARAMS / 4})
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp32"])
+def test_master_weight_remainders_need_bf16_weights(precision: str) -> None:
+    with pytest.raises(ValidationError, match="remainders"):
+        TrainingSpec.model_validate({"seq_len": 8, "micro_batch": 1, "global_batch": 1,
+                                     "precision": precision, "master_weights": "remainders"})
+
+
 @pytest.mark.parametrize(("extra", "name", "per_param"), [
+    ({"master_weights": "remainders"}, "adam", 28),    # 4 + 2 (weight) + 10 + 10 + 2
+    ({"master_weights": "remainders", "main_grads": "bf16"}, "adam", 26),
     ({}, "adam", 30),                                  # 4 + 12 + 12 + 2
     ({"main_grads": "bf16"}, "adam", 28),              # 2 + 12 + 12 + 2
     ({"optimizer": "adamw"}, "adamw", 30),

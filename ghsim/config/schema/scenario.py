@@ -61,6 +61,14 @@ class TrainingSpec(Spec):
         "fp32. bf16 is Megatron's --use-precision-aware-optimizer --main-grads-dtype bf16 (bf16 "
         "and fp8 only); fp16 needs precision fp16.",
     )
+    master_weights: Literal["fp32", "remainders"] = Field(
+        default="fp32", description="How the optimizer keeps the FP32 master copy of BF16 "
+        "weights (bf16 and fp8 only): fp32, a whole 4 B copy a parameter; remainders, only "
+        "its low 16 bits (2 B), the BF16 weight being its high 16, as apex's "
+        "DistributedFusedAdam store_param_remainders (NeMo 1.x/2.0 sets it for an FP32 "
+        "optimizer over a BF16 model: megatron_base_model.py setup_optimization) and "
+        "Megatron-Core's precision-aware optimizer (--store-param-remainders) keep it.",
+    )
     attention_mask: Literal["causal", "document"] = Field(
         default="causal", description="causal: every token attends to all earlier tokens of its "
         "sequence. document: also not across the documents packed into a sequence (Megatron "
@@ -104,6 +112,9 @@ class TrainingSpec(Spec):
         if self.main_grads == "bf16" and self.precision not in ("bf16", "fp8"):
             raise ValueError(f"main_grads 'bf16' needs precision bf16 or fp8, got "
                              f"{self.precision!r}")
+        if self.master_weights == "remainders" and self.precision not in ("bf16", "fp8"):
+            raise ValueError(f"master_weights 'remainders' needs BF16 weights (precision bf16 "
+                             f"or fp8), got {self.precision!r}")
         if self.main_grads == "fp16" and self.precision != "fp16":
             raise ValueError(f"main_grads 'fp16' needs precision fp16, got {self.precision!r}")
         if self.attention_mask == "document":
