@@ -46,6 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BY_HAND = "tests/test_by_hand.py"
 SLOW_LAST = ("tests/test_import.py", "tests/test_sweep.py", "tests/test_calibration.py")
 """Test files that take longest; they run after the others."""
+NOT_A_MODEL_TEST = "tests/test_mutation_list.py"
+"""Checks that each sabotage's original text is in the code, so it fails under every sabotage
+whatever the model does: never run in a sabotaged copy."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,8 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "ZeRO-3's backward passes never free the weights they gathered",
              ("tests/test_workload.py",)),
     Sabotage("zero3-holds-whole-chunk", "ghsim/workload/lower.py",
-             "        return min(1.0, largest / chunk.params)", "        return 1.0",
+             "(min(1.0, self.largest_bucket_params(chunk)",
+             "(max(1.0, self.largest_bucket_params(chunk)",
              "ZeRO-3 holds a chunk's gathered weights whole instead of a block at a time",
              ("tests/test_workload.py",)),
     Sabotage("zero-offload-gradients-in-hbm", "ghsim/workload/offload.py",
@@ -220,8 +224,8 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "full recomputation redoes only half the forward pass",
              ("tests/test_workload.py",)),
     Sabotage("selective-recompute-dropped", "ghsim/workload/kernels.py",
-             "return [_as_recompute(k) for k in core if isinstance(k, Kernel)]",
-             "return []", "selective recomputation recomputes nothing",
+             "steps += [_as_recompute(k) for k in core if isinstance(k, Kernel)]",
+             "steps += []", "selective recomputation no longer redoes the attention core",
              ("tests/test_workload.py",)),
     # -- the schedule and the lowering ----------------------------------------------------------
     Sabotage("1f1b-warmup-off-by-one", "ghsim/workload/schedule.py",
@@ -254,8 +258,8 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "Adam keeps one FP32 moment instead of two",
              ("tests/test_offload.py",)),
     Sabotage("activations-forget-v", "ghsim/workload/activations.py",
-             "+ t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V",
-             "+ t * (s.q_width + s.kv_width) * e  # Q, K, V",
+             "qkv: float = t * (s.q_width + 2 * s.kv_width) * e  # Q, K, V",
+             "qkv: float = t * (s.q_width + s.kv_width) * e  # Q, K, V",
              "saved activations leave out V", ("tests/test_workload.py",)),
     Sabotage("flash-lse-fp16", "ghsim/workload/activations.py",
              "return float(s.heads * s.tokens * 4)", "return float(s.heads * s.tokens * 2)",
@@ -374,9 +378,11 @@ def apply(repo: Path, sabotage: Sabotage) -> None:
 
 
 def test_files(repo: Path, first: Sequence[str]) -> list[str]:
-    """``first``, then every other test file of the copy in name order, the slow ones last."""
+    """``first``, then every other test file of the copy in name order, the slow ones last
+    (without :data:`NOT_A_MODEL_TEST`)."""
     ordered = [f for f in dict.fromkeys(first) if (repo / f).is_file()]
-    rest = sorted(str(p.relative_to(repo)) for p in (repo / "tests").glob("test_*.py"))
+    rest = sorted(str(p.relative_to(repo)) for p in (repo / "tests").glob("test_*.py")
+                  if str(p.relative_to(repo)) != NOT_A_MODEL_TEST)
     rest.sort(key=lambda f: SLOW_LAST.index(f) if f in SLOW_LAST else -1)
     return ordered + [f for f in rest if f not in ordered]
 
