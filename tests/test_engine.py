@@ -34,8 +34,10 @@ def step(overrides: list[str], base: list[str] = DGX) -> float:
 def test_result_contract() -> None:
     result = simulate(load_scenario(SMALL, BASE)).to_dict()
     for key in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
-                "mfu", "breakdown_s", "bottleneck", "memory", "links", "warnings", "inputs"):
+                "mfu", "breakdown_s", "bottleneck", "memory", "links", "warnings", "inputs",
+                "gpu_clock"):
         assert key in result
+    assert result["gpu_clock"] == {"compute_ghz": 1.83, "part_ghz": 1.83, "power_limit_w": None}
     assert set(result["breakdown_s"]) == set(BREAKDOWN_KEYS)
     assert sum(result["breakdown_s"].values()) == pytest.approx(result["step_time_s"], rel=1e-6)
     assert result["memory"]["hbm"]["capacity_bytes"] == 141 * 2**30

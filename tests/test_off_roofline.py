@@ -172,6 +172,7 @@ def test_a_module_cap_serves_grace_first_and_leaves_hopper_the_rest() -> None:
     view = scenario_view(load_scenario("llama3-8b-gh200", ALPS_ONE))
     assert view["gpu_clock"] == {"compute_ghz": pytest.approx(1.83 * factor),
                                  "part_ghz": 1.83, "power_limit_w": 543}
+    assert result.to_dict()["gpu_clock"] == view["gpu_clock"]  # the run reports it too
     # a module cap that leaves the GPU its measured 783 W changes nothing; a lower cap, a
     # hungrier CPU side, or a board limit below the module's share slow compute
     roomy = simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE,
@@ -191,6 +192,15 @@ def test_a_module_cap_serves_grace_first_and_leaves_hopper_the_rest() -> None:
         with pytest.raises(InputError, match=r"system\.node\.power_limit_w"):
             simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE,
                                                        f"system.node.power_limit_w={cap}"]))
+
+
+def test_ghsim_run_shows_the_clock_a_module_cap_leaves(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ghsim.cli import main
+
+    sets = [arg for item in ALPS_ONE for arg in ("--set", item)]
+    assert main(["run", "llama3-8b-gh200", *sets]) == 0
+    assert "1.43 GHz of 1.83 (GPUs limited to 543 W)" in capsys.readouterr().out
 
 
 def test_a_power_cap_is_reported_not_guessed_and_a_sustained_clock_scales_compute() -> None:

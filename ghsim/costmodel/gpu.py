@@ -254,6 +254,14 @@ def sustained_clock_ghz(node: NodeSpec, source: str = "scenario") -> float | Non
     return float((node.gpu_clock_ghz or compute.clock_ghz) * share ** (1.0 / 3.0))
 
 
+def clock_view(node: NodeSpec, source: str = "scenario") -> dict[str, float | None]:
+    """The clock a node's GPUs compute at, the part's own, and the power limit that set it
+    (None without one), as results and ``ghsim inspect`` report them."""
+    part = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
+    return {"compute_ghz": sustained_clock_ghz(node, source) or part, "part_ghz": part,
+            "power_limit_w": gpu_power_limit_w(node, source)}
+
+
 def unmodelled_power_cap(node: NodeSpec) -> str | None:
     """The warning a result carries when a module power cap is known but nothing turns it into
     a clock (the CPU part has no module_power_w, and neither gpu_power_limit_w nor

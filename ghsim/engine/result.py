@@ -36,6 +36,9 @@ class Result:
     warnings: list[str]
     inputs: dict[str, Any]
     workload: dict[str, Any]
+    gpu_clock: dict[str, Any] = field(default_factory=dict)
+    """The clock the GPUs computed at, the part's own, and the power limit that set it
+    (``ghsim.costmodel.gpu.clock_view``)."""
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +73,7 @@ class Result:
             "host": self.host,
             "links": self.links,
             "warnings": self.warnings,
+            "gpu_clock": self.gpu_clock,
             "workload": self.workload,
             "inputs": self.inputs,
         }

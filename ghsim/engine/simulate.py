@@ -10,7 +10,12 @@ from typing import Any
 
 from ghsim.config import Scenario, scenario_from_spec
 from ghsim.config.schema import ScenarioSpec
-from ghsim.costmodel.gpu import gpu_cost_model, sustained_clock_ghz, unmodelled_power_cap
+from ghsim.costmodel.gpu import (
+    clock_view,
+    gpu_cost_model,
+    sustained_clock_ghz,
+    unmodelled_power_cap,
+)
 from ghsim.costmodel.host import host_cost_model
 from ghsim.engine.attribution import breakdown
 from ghsim.engine.links import busiest_links, host_usage
@@ -210,6 +215,7 @@ def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[s
         inputs=_inputs(scenario),
         workload={"microbenchmark": bench.operation, "bytes": nbytes,
                   "bandwidth_gb_s": nbytes / step / 1e9},
+        gpu_clock=clock_view(scenario.spec.system.node, scenario.source),
         timeline=timeline,
     )
 
@@ -350,5 +356,6 @@ def _simulate(scenario: Scenario) -> Result:
                   "ops": sum(len(c.ops) for c in workload.classes),
                   "model_flops_per_step": workload.model_flops_per_step,
                   "hardware_flops_per_step": workload.hardware_flops_per_step},
+        gpu_clock=clock_view(spec.system.node, scenario.source),
         timeline=timeline,
     )

@@ -280,6 +280,16 @@ def render_model(view: dict[str, Any], console: Console) -> None:
         _show(console, _sources_table(view["sources"], width=console.width))
 
 
+def clock_text(clock: dict[str, Any] | None) -> str | None:
+    """"1.43 GHz of 1.83 (GPUs limited to 543 W)" when the GPUs compute below (or above)
+    their part's clock, else None."""
+    if not clock or clock["compute_ghz"] == clock["part_ghz"]:
+        return None
+    limit = clock["power_limit_w"]
+    return (f"{clock['compute_ghz']:.3g} GHz of {clock['part_ghz']:g}"
+            + (f" (GPUs limited to {limit:.4g} W)" if limit is not None else ""))
+
+
 @_safe
 def render_scenario(view: dict[str, Any], console: Console) -> None:
     layout, training, par = view["layout"], view["training"], view["parallelism"]
@@ -299,12 +309,9 @@ def render_scenario(view: dict[str, Any], console: Console) -> None:
     table.add_row("options", f"sequence parallel {par['sequence_parallel']}, ZeRO "
                   f"{par['zero_stage']}, recompute {par['recompute']}, offload "
                   f"{view['offload']['strategy']}")
-    clock = view.get("gpu_clock")
-    if clock and clock["compute_ghz"] != clock["part_ghz"]:
-        limit = clock["power_limit_w"]
-        table.add_row("GPU compute clock", f"{clock['compute_ghz']:.3g} GHz of "
-                      f"{clock['part_ghz']:g}" + (f" (GPUs limited to {limit:.4g} W)"
-                                                  if limit is not None else ""))
+    clock = clock_text(view.get("gpu_clock"))
+    if clock:
+        table.add_row("GPU compute clock", clock)
     table.add_row("micro-batches per step", str(layout["micro_batches_per_step"]))
     table.add_row("tokens per step", f"{view['tokens_per_step']:,}")
     table.add_row("model FLOPs per step", f"{view['model_flops_per_step']:.4g}")
@@ -384,6 +391,9 @@ def render_result(result: dict[str, Any], name: str, console: Console) -> None:
                  f"{tokens:,.0f} ({result['tokens_per_s_per_gpu']:,.0f})")
     head.add_row("model TFLOP/s per GPU", _rate(result["model_tflops_per_gpu"], ",.1f"))
     head.add_row("MFU", _rate(result["mfu"], ".1%"))
+    clock = clock_text(result.get("gpu_clock"))
+    if clock:
+        head.add_row("GPU compute clock", clock)
     head.add_row("fits in memory", fits_text(result["memory"]))
     parts = Table(title="Where the time goes (critical rank class)", title_justify="left")
     parts.add_column("part")

@@ -8,7 +8,7 @@ from ghsim.config import Scenario
 from ghsim.config.schema import DocumentSpec, HardwareSpec, MemorySpec, ModelSpec, SystemSpec
 from ghsim.config.schema.hardware import HOST_LINK_USES, MEMORY_USES
 from ghsim.config.schema.validation import ValidationPointsSpec
-from ghsim.costmodel.gpu import gpu_power_limit_w, sustained_clock_ghz
+from ghsim.costmodel.gpu import clock_view
 from ghsim.errors import LimitError
 from ghsim.version import __version__
 from ghsim.workload import model_flops_per_token, parameter_count
@@ -146,9 +146,7 @@ def scenario_view(scenario: Scenario) -> dict[str, Any]:
         "model_flops_per_step": per_token * layout.tokens_per_step,
         "memory_per_gpu": memory_view(scenario),
         "hbm_capacity_bytes": gpu.memory.capacity_bytes,
-        "gpu_clock": {"compute_ghz": sustained_clock_ghz(spec.system.node, scenario.source)
-                      or gpu.compute.clock_ghz, "part_ghz": gpu.compute.clock_ghz,
-                      "power_limit_w": gpu_power_limit_w(spec.system.node, scenario.source)},
+        "gpu_clock": clock_view(spec.system.node, scenario.source),
         "totals": totals_view(system_totals(graph)),
         "digest": scenario.digest(), "ghsim_version": __version__,
     }
