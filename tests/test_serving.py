@@ -577,6 +577,12 @@ def test_a_board_power_limit_slows_compute_bound_iterations_only() -> None:
         full.iteration(decode, 8).parts["weights"], rel=0.01)
 
 
+def test_a_serving_result_reports_the_clock_a_board_limit_leaves() -> None:
+    data = simulate_serving(scenario(system="dgx-h200-maxq")).to_dict()
+    assert data["gpu_clock"] == {"compute_ghz": pytest.approx(1.83 * (180 / 380) ** (1 / 3)),
+                                 "part_ghz": 1.83, "power_limit_w": 500}
+
+
 def test_the_shipped_fixed_power_is_what_the_maxq_runs_fit() -> None:
     """benchmarks/power_clock.py fits the H200's fixed power to MLPerf v4.1's mixtral and gptj
     MaxQ runs; the shipped value is its best on a grid around it, and both runs come within

@@ -12,6 +12,7 @@ from ghsim.report.console import (
     _safe,
     _show,
     bound_by_cell,
+    clock_text,
     is_plain,
     not_fitting_clause,
     render_subsets,
@@ -63,6 +64,9 @@ def render_serving(result: dict[str, Any], name: str, console: Console) -> None:
                   f"{format_bytes(memory['weights_bytes'])}, KV cache "
                   f"{format_bytes(memory['kv_pool_bytes'])}); host KV "
                   f"{format_bytes(memory['host']['peak_bytes'])}")
+    clock = clock_text(result.get("gpu_clock"))
+    if clock:
+        console.print(f"GPU compute clock: {clock}")
     bottleneck = result["bottleneck"]
     console.print(f"bound by [bold]{bottleneck['resource']}[/]: {bottleneck['why']}")
     for tip in result["advice"]:

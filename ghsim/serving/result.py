@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ghsim.config.serving_layout import ServingScenario
-from ghsim.costmodel.gpu import unmodelled_power_cap
+from ghsim.costmodel.gpu import clock_view, unmodelled_power_cap
 from ghsim.errors import InputError
 from ghsim.outputs import NONFINITE, nonfinite_path
 from ghsim.serving.costs import PARTS, RESOURCE_OF, IterationModel
@@ -186,7 +186,8 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
               "kv_bytes_per_token": memory.kv_bytes_per_token, "replicas": replicas,
               "tp": spec.parallelism.tp, "ep": spec.parallelism.ep}
     base: dict[str, Any] = {"kind": "serving", "engine": engine,
-                            "memory": _memory(memory, run, host_link)}
+                            "memory": _memory(memory, run, host_link),
+                            "gpu_clock": clock_view(spec.system.node, scenario.source)}
     if run is None:
         if short_of_blocks is None:
             why = (f"weights {memory.weights_bytes / GIB:.1f} GiB, activations "
