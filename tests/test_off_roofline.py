@@ -388,3 +388,14 @@ def test_inspect_shows_the_clock_a_power_limit_leaves() -> None:
                                  "part_ghz": 1.83, "power_limit_w": 500}
     plain = scenario_view(load_scenario("llama3-8b-gh200", ["system=dgx-h200", "num_gpus=8"]))
     assert plain["gpu_clock"]["compute_ghz"] == plain["gpu_clock"]["part_ghz"] == 1.83
+
+
+def test_the_shipped_alps_scenario_fits_and_its_sweep_is_monotonic_in_the_cap() -> None:
+    """configs/scenarios/llama3.1-8b-alps.yaml (the README's power-cap study): it fits, its
+    GPUs get 543 W, and each higher cap of configs/sweeps/alps-power-cap.yaml is faster."""
+    base = load_scenario("llama3.1-8b-alps")
+    result = simulate(base)
+    assert result.memory["fits"] and result.gpu_clock["power_limit_w"] == 543
+    steps = [simulate(load_scenario("llama3.1-8b-alps", [f"system.node.power_limit_w={cap}"]))
+             .step_time_s for cap in (560, 624, 660, 700, 900)]
+    assert steps == sorted(steps, reverse=True) and steps[2] == result.step_time_s
