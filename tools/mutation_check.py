@@ -245,8 +245,8 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "yield self.env.all_of(pending)", "yield pending[0]",
              "an op with several pending dependencies waits for the first only"),
     Sabotage("adam-traffic-16", "ghsim/workload/states.py",
-             "return g + 2 * updated + (w if master else 0)",
-             "return g + updated + (w if master else 0)",
+             "return g + reads_weight + 2 * updated + (w if master else 0)",
+             "return g + reads_weight + updated + (w if master else 0)",
              "the Adam step reads its states but never writes them back"),
     Sabotage("bubble-counted-as-transfer", "ghsim/engine/attribution.py",
              "exposed = min(waited, cls.transfer_s.get(op_id, 0.0))", "exposed = waited",
@@ -381,8 +381,8 @@ def test_files(repo: Path, first: Sequence[str]) -> list[str]:
     """``first``, then every other test file of the copy in name order, the slow ones last
     (without :data:`NOT_A_MODEL_TEST`)."""
     ordered = [f for f in dict.fromkeys(first) if (repo / f).is_file()]
-    rest = sorted(str(p.relative_to(repo)) for p in (repo / "tests").glob("test_*.py")
-                  if str(p.relative_to(repo)) != NOT_A_MODEL_TEST)
+    found = (str(p.relative_to(repo)) for p in (repo / "tests").glob("test_*.py"))
+    rest = sorted(f for f in found if f != NOT_A_MODEL_TEST)
     rest.sort(key=lambda f: SLOW_LAST.index(f) if f in SLOW_LAST else -1)
     return ordered + [f for f in rest if f not in ordered]
 

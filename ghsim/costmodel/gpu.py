@@ -206,6 +206,12 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
     )
 
 
+def _cpu_side_w(node: NodeSpec) -> float | None:
+    """What the CPU side of the node's superchip module takes first from a module cap
+    (``cpu.compute.module_power_w``), None when its CPU part does not say."""
+    return node.cpu.cpu.compute.module_power_w if node.cpu.cpu else None
+
+
 def gpu_power_limit_w(node: NodeSpec, source: str = "scenario") -> float | None:
     """The power each GPU of ``node`` may draw, in W: its board limit ``gpu_power_limit_w``,
     or what a module cap ``power_limit_w`` leaves once the CPU side of the superchip has
@@ -213,7 +219,7 @@ def gpu_power_limit_w(node: NodeSpec, source: str = "scenario") -> float | None:
     apply; a given sustained clock ``gpu_clock_ghz`` already says what the module cap leaves.
     None when nothing limits the GPU below the power its efficiencies refer to."""
     limits = [node.gpu_power_limit_w] if node.gpu_power_limit_w is not None else []
-    cpu_side = node.cpu.cpu.compute.module_power_w if node.cpu.cpu else None
+    cpu_side = _cpu_side_w(node)
     if node.power_limit_w is not None and cpu_side is not None and node.gpu_clock_ghz is None:
         if node.power_limit_w <= cpu_side:
             raise ConfigError(source, "system.node.power_limit_w",
@@ -266,9 +272,8 @@ def unmodelled_power_cap(node: NodeSpec) -> str | None:
     """The warning a result carries when a module power cap is known but nothing turns it into
     a clock (the CPU part has no module_power_w, and neither gpu_power_limit_w nor
     gpu_clock_ghz is given); None otherwise."""
-    cpu_side = node.cpu.cpu.compute.module_power_w if node.cpu.cpu else None
     if node.power_limit_w is None or node.gpu_clock_ghz is not None \
-            or node.gpu_power_limit_w is not None or cpu_side is not None:
+            or node.gpu_power_limit_w is not None or _cpu_side_w(node) is not None:
         return None
     clock = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
     return (f"the GPU modules are capped at {node.power_limit_w:g} W, which ghsim cannot "

@@ -10,12 +10,7 @@ from typing import Any
 
 from ghsim.config import Scenario, scenario_from_spec
 from ghsim.config.schema import ScenarioSpec
-from ghsim.costmodel.gpu import (
-    clock_view,
-    gpu_cost_model,
-    sustained_clock_ghz,
-    unmodelled_power_cap,
-)
+from ghsim.costmodel.gpu import clock_view, gpu_cost_model, unmodelled_power_cap
 from ghsim.costmodel.host import host_cost_model
 from ghsim.engine.attribution import breakdown
 from ghsim.engine.links import busiest_links, host_usage
@@ -314,8 +309,8 @@ def simulate(scenario: Scenario) -> Result:
 def _simulate(scenario: Scenario) -> Result:
     spec, layout = scenario.spec, scenario.layout
     workload = scenario_workload(scenario)
-    gpu = gpu_cost_model(spec.system.node.gpu,
-                         sustained_clock_ghz(spec.system.node, scenario.source))
+    clock = clock_view(spec.system.node, scenario.source)
+    gpu = gpu_cost_model(spec.system.node.gpu, clock["compute_ghz"])
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
     overlap = spec.parallelism.tp_comm_overlap and spec.parallelism.sequence_parallel
@@ -356,6 +351,6 @@ def _simulate(scenario: Scenario) -> Result:
                   "ops": sum(len(c.ops) for c in workload.classes),
                   "model_flops_per_step": workload.model_flops_per_step,
                   "hardware_flops_per_step": workload.hardware_flops_per_step},
-        gpu_clock=clock_view(spec.system.node, scenario.source),
+        gpu_clock=clock,
         timeline=timeline,
     )

@@ -212,8 +212,7 @@ class _StageLowering:
         self.per_layer_params = self.count.per_layer / self.layout.tp
         kinds = [moe for c in self.chunks for moe in c.moe_layers]
         if kinds:  # MoE and dense layers differ: buckets and per-layer policies use the mean
-            count = self.count
-            sizes = [sum(_layer_params(scenario, count, i)) for c in self.chunks
+            sizes = [sum(_layer_params(scenario, self.count, i)) for c in self.chunks
                      for i in _layer_indices(scenario, c)]
             self.per_layer_params = sum(sizes) / len(sizes)
         params = sum(c.params for c in self.chunks)

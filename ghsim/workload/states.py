@@ -57,12 +57,11 @@ def optimizer_step_bytes(training: TrainingSpec) -> int:
     4 + 16 + 16 + 2 = 38; fp32 Adam 4 + 12 + 12 = 28. With master-weight remainders the BF16
     weight is read too (it holds the master's high bits): Adam with BF16 gradients
     2 + 2 + 10 + 10 + 2 = 26."""
-    w, g, _ = bytes_per_param(training)
+    w, g, o = bytes_per_param(training)
     master = master_bytes(training)
-    if training.master_weights == "remainders":
-        return g + w + 2 * (master + MOMENT_BYTES[training.optimizer]) + w
-    updated = (master if master else w) + MOMENT_BYTES[training.optimizer]
-    return g + 2 * updated + (w if master else 0)
+    updated = o if master else w + o  # in fp32 the weight is the master copy
+    reads_weight = w if training.master_weights == "remainders" else 0
+    return g + reads_weight + 2 * updated + (w if master else 0)
 
 
 @dataclass(frozen=True)
