@@ -447,7 +447,8 @@ def test_kernels_beside_a_gradient_all_reduce_slow_down_by_hand() -> None:
     while the first all-reduce is still in its launch latency, and runs at full speed."""
     gpu = Gpu(H100)
     result = run([*tiny("dgx-h100", 3, 2048, 2), "num_gpus=2",
-                  "system.node.gpu.gpu.nvlink.link_bandwidth_gb_s=1"])
+                  "system.node.gpu.gpu.nvlink.link_bandwidth_gb_s=1",
+                  "system.node.gpu.gpu.compute.speed_spread=0"])  # two identical GPUs
     assert result.timeline is not None
     (cls,) = result.timeline.classes
     spans = {cls.rank_class.ops[s.op].name: s.end - s.start for s in cls.spans}

@@ -27,7 +27,8 @@ def test_calibration_accuracy(calibration_file: Path) -> None:
     assert not failed, failed
     assert summary["simulated"] == 30
     report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
-    assert summary["mape"] <= 0.075, report
+    # the issue's targets (6 % and 15 %), met since the slowest GPU sets a step's pace
+    assert summary["mape"] <= 0.06, report
     assert summary["max_abs_error"] <= 0.15, report
     # every run ran, so every scenario fits (Nemotron-340B did not while NeMo's master-weight
     # remainders were costed as whole FP32 masters)
@@ -37,7 +38,7 @@ def test_calibration_accuracy(calibration_file: Path) -> None:
 def test_moe_points_all_simulate_within_a_regression_bound() -> None:
     """validation/moe.yaml (issue 13): every point simulates and fits, as a measured run did
     (GPT-OSS-120B did not while the table's MBS 4, the Blackwell presets', stood for the H100
-    preset's 1). The issue's target is a MAPE of 15 %; today's is 22.0 % (worst -47 %, Qwen3-235B
+    preset's 1). The issue's target is a MAPE of 15 %; today's is 20.7 % (worst -46 %, Qwen3-235B
     at tp 4 / ep 8), so this bound only guards against regressions until the mechanisms that
     close the gap land."""
     outcomes = validate_file(ROOT / "validation" / "moe.yaml")
@@ -46,7 +47,7 @@ def test_moe_points_all_simulate_within_a_regression_bound() -> None:
     assert summary["simulated"] == 9
     assert summary["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
     report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
-    assert summary["mape"] <= 0.225, report
+    assert summary["mape"] <= 0.215, report
 
 
 POINTS = """\
@@ -180,14 +181,14 @@ def test_the_inference_set_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_gh200_points_all_fit_in_memory_within_a_regression_bound() -> None:
     """A measured run ran, so its scenario fits: SuperOffload's Qwen3-14B on one 96 GB GH200
     did not while ZeRO-Offload's gradients were (wrongly) kept whole in HBM. The issue's
-    target is a MAPE of 12 %; today's is 19.0 % (the module caps of Alps and JEDI took it from
-    31.1 %; the two small models, 300M and GPT 800M, still miss by -69 and -50 %), so the
-    bound only guards against regressions."""
+    target is a MAPE of 12 %; today's is 16.8 % (the module caps of Alps and JEDI took it from
+    31.1 %, the slowest GPU's pace to 16.8; the two small models, 300M and GPT 800M, still miss
+    by -68 and -49 %), so the bound only guards against regressions."""
     outcomes = validate_file(ROOT / "validation" / "gh200.yaml")
     summary = summarize(outcomes)
     assert summary["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
     report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
-    assert summary["simulated"] == 12 and summary["mape"] <= 0.20, report
+    assert summary["simulated"] == 12 and summary["mape"] <= 0.18, report
 
 
 def _points(tmp_path: Path, *points: tuple[str, str, str, float]) -> Path:

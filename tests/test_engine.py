@@ -37,7 +37,13 @@ def test_result_contract() -> None:
                 "mfu", "breakdown_s", "bottleneck", "memory", "links", "warnings", "inputs",
                 "gpu_clock"):
         assert key in result
-    assert result["gpu_clock"] == {"compute_ghz": 1.83, "part_ghz": 1.83, "power_limit_w": None}
+    from ghsim.costmodel.gpu import slowest_of
+
+    gpus = result["inputs"]["scenario"]["num_gpus"]
+    assert result["gpu_clock"] == {  # the slowest of the step's GPUs sets its pace (T4#11)
+        "compute_ghz": 1.83, "part_ghz": 1.83, "power_limit_w": None,
+        "step_ghz": pytest.approx(1.83 / (1 + 0.017 * slowest_of(gpus))),
+        "synchronized_gpus": gpus}
     assert set(result["breakdown_s"]) == set(BREAKDOWN_KEYS)
     assert sum(result["breakdown_s"].values()) == pytest.approx(result["step_time_s"], rel=1e-6)
     assert result["memory"]["hbm"]["capacity_bytes"] == 141 * 2**30
@@ -86,8 +92,10 @@ def test_step_is_never_shorter_than_the_busiest_resource() -> None:
 
 
 def test_more_replicas_change_only_data_parallel_communication() -> None:
-    def run(dp: int) -> dict[str, float]:
-        overrides = [f"num_gpus={4 * dp}", f"training.global_batch={16 * dp}"]
+    """With identical GPUs; with a speed spread, compute also waits for a slower slowest GPU."""
+    def run(dp: int, spread: float = 0.0) -> dict[str, float]:
+        overrides = [f"num_gpus={4 * dp}", f"training.global_batch={16 * dp}",
+                     f"system.node.gpu.gpu.compute.speed_spread={spread}"]
         result = simulate(load_scenario(SMALL, [*DGX, *overrides]))
         return {**result.breakdown_s, **result.compute_breakdown_s}
 
@@ -96,6 +104,7 @@ def test_more_replicas_change_only_data_parallel_communication() -> None:
         assert eight[key] == pytest.approx(two[key], rel=1e-9), key
     # tensor-parallel flows share NVLink with the (larger) data-parallel traffic beside them
     assert eight["tp"] == pytest.approx(two["tp"], rel=1e-2)
+    assert run(8, 0.017)["gemm"] > run(2, 0.017)["gemm"] > two["gemm"]
 
 
 def test_trace_opens_in_perfetto(tmp_path: Path) -> None:

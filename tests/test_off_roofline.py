@@ -171,7 +171,9 @@ def test_a_module_cap_serves_grace_first_and_leaves_hopper_the_rest() -> None:
 
     view = scenario_view(load_scenario("llama3-8b-gh200", ALPS_ONE))
     assert view["gpu_clock"] == {"compute_ghz": pytest.approx(1.83 * factor),
-                                 "part_ghz": 1.83, "power_limit_w": 543}
+                                 "part_ghz": 1.83, "power_limit_w": 543,
+                                 "step_ghz": pytest.approx(1.83 * factor),  # one GPU
+                                 "synchronized_gpus": 1}
     assert result.to_dict()["gpu_clock"] == view["gpu_clock"]  # the run reports it too
     # a module cap that leaves the GPU its measured 783 W changes nothing; a lower cap, a
     # hungrier CPU side, or a board limit below the module's share slow compute
@@ -384,8 +386,13 @@ def test_inspect_shows_the_clock_a_power_limit_leaves() -> None:
     from ghsim.report.views import scenario_view
 
     view = scenario_view(load_scenario("llama3-8b-gh200", ["system=dgx-h200-maxq", "num_gpus=8"]))
-    assert view["gpu_clock"] == {"compute_ghz": pytest.approx(1.83 * (180 / 380) ** (1 / 3)),
-                                 "part_ghz": 1.83, "power_limit_w": 500}
+    capped = 1.83 * (180 / 380) ** (1 / 3)
+    from ghsim.costmodel.gpu import slowest_of
+
+    assert view["gpu_clock"] == {"compute_ghz": pytest.approx(capped),
+                                 "part_ghz": 1.83, "power_limit_w": 500,
+                                 "step_ghz": pytest.approx(capped / (1 + 0.017 * slowest_of(8))),
+                                 "synchronized_gpus": 8}
     plain = scenario_view(load_scenario("llama3-8b-gh200", ["system=dgx-h200", "num_gpus=8"]))
     assert plain["gpu_clock"]["compute_ghz"] == plain["gpu_clock"]["part_ghz"] == 1.83
 
@@ -399,3 +406,78 @@ def test_the_shipped_alps_scenario_fits_and_its_sweep_is_monotonic_in_the_cap() 
     steps = [simulate(load_scenario("llama3.1-8b-alps", [f"system.node.power_limit_w={cap}"]))
              .step_time_s for cap in (560, 624, 660, 700, 900)]
     assert steps == sorted(steps, reverse=True) and steps[2] == result.step_time_s
+
+
+# -- the slowest GPU sets the pace ------------------------------------------------------------
+
+def test_the_expected_slowest_of_n_gpus_by_hand() -> None:
+    """Blom's top order statistic, Phi^-1((n - 0.375) / (n + 0.25)), against the exact
+    expected maxima of n standard normal draws (1.4236 for 8, 3.2414 for 1,000)."""
+    from ghsim.costmodel.gpu import slowest_of
+
+    assert slowest_of(1) == 0.0
+    assert slowest_of(8) == pytest.approx(1.4236, rel=0.01)
+    assert slowest_of(1000) == pytest.approx(3.2414, rel=0.01)
+    assert all(slowest_of(n) < slowest_of(2 * n) for n in (1, 2, 8, 64, 4096))
+
+
+H100_EIGHT = ["system=dgx-h100", "num_gpus=8", "model=llama3-8b", "model.layers=2",
+              "training.seq_len=4096", "training.micro_batch=1", "training.global_batch=8",
+              "parallelism.dp=8", "offload.strategy=none"]
+
+
+def test_a_synchronous_step_moves_at_its_slowest_gpu() -> None:
+    """H100s of speed spread 1.7 % (T4#11): a step of 8 computes at 1.83 / (1 + 0.017 x
+    1.434) GHz, exactly as GPUs quoted at that clock without a spread would; one GPU, or no
+    spread, keeps the part's clock; more GPUs or a wider spread never compute faster."""
+    from ghsim.costmodel.gpu import slowest_of
+
+    compute = load_hardware("h100-sxm5-80gb").gpu.compute  # type: ignore[union-attr]
+    assert compute.speed_spread == 0.017
+    paced = 1.83 / (1 + 0.017 * slowest_of(8))
+    result = simulate(load_scenario("llama3-8b-gh200", H100_EIGHT))
+    same = simulate(load_scenario("llama3-8b-gh200", [
+        *H100_EIGHT, "system.node.gpu.gpu.compute.speed_spread=0",
+        f"system.node.gpu_clock_ghz={paced}"]))
+    assert result.compute_breakdown_s == pytest.approx(same.compute_breakdown_s, rel=1e-9)
+    assert result.to_dict()["gpu_clock"]["step_ghz"] == pytest.approx(paced)
+    assert result.to_dict()["gpu_clock"]["synchronized_gpus"] == 8
+    even = simulate(load_scenario("llama3-8b-gh200", [
+        *H100_EIGHT, "system.node.gpu.gpu.compute.speed_spread=0"]))
+    wider = simulate(load_scenario("llama3-8b-gh200", [
+        *H100_EIGHT, "system.node.gpu.gpu.compute.speed_spread=0.04"]))
+    assert even.step_time_s < result.step_time_s < wider.step_time_s
+    more = simulate(load_scenario("llama3-8b-gh200", [
+        *H100_EIGHT, "num_gpus=64", "parallelism.dp=64", "training.global_batch=64"]))
+    assert more.compute_breakdown_s["gemm"] > result.compute_breakdown_s["gemm"]
+    one = simulate(load_scenario("llama3-8b-gh200", [
+        *H100_EIGHT, "num_gpus=1", "parallelism.dp=1", "training.global_batch=1"]))
+    assert one.to_dict()["gpu_clock"]["step_ghz"] == 1.83
+
+
+def test_ghsim_run_shows_the_pace_of_the_slowest_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from ghsim.cli import main
+
+    sets = [arg for item in H100_EIGHT for arg in ("--set", item)]
+    assert main(["run", "llama3-8b-gh200", *sets]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "1.83 GHz of 1.83; 1.79 GHz for the slowest of 8 GPUs, which paces the step" in shown
+
+
+def test_a_serving_replica_moves_at_its_slowest_gpu() -> None:
+    """A tensor-parallel replica's GPUs meet at every layer's all-reduce: tp 8 serves more
+    slowly with a spread than without, one GPU does not notice."""
+    base = ["system=dgx-h100", "parallelism.tp=8", "num_gpus=8",
+            "inference.requests.count=64"]
+    spread = simulate_serving_of("llama3.1-70b-fp8-gh200-serving", base)
+    even = simulate_serving_of("llama3.1-70b-fp8-gh200-serving",
+                               [*base, "system.node.gpu.gpu.compute.speed_spread=0"])
+    assert spread < even
+
+
+def simulate_serving_of(name: str, overrides: list[str]) -> float:
+    from ghsim.config import load_any_scenario
+    from ghsim.serving import simulate_serving
+
+    scenario = load_any_scenario(name, overrides)
+    return float(simulate_serving(scenario).to_dict()["output_tokens_per_s"])  # type: ignore[arg-type]

@@ -583,8 +583,10 @@ def test_a_board_power_limit_slows_compute_bound_iterations_only() -> None:
 
 def test_a_serving_result_reports_the_clock_a_board_limit_leaves() -> None:
     data = simulate_serving(scenario(system="dgx-h200-maxq")).to_dict()
-    assert data["gpu_clock"] == {"compute_ghz": pytest.approx(1.83 * (180 / 380) ** (1 / 3)),
-                                 "part_ghz": 1.83, "power_limit_w": 500}
+    capped = 1.83 * (180 / 380) ** (1 / 3)
+    assert data["gpu_clock"] == {"compute_ghz": pytest.approx(capped), "part_ghz": 1.83,
+                                 "power_limit_w": 500, "step_ghz": pytest.approx(capped),
+                                 "synchronized_gpus": 1}  # one GPU: its own pace
 
 
 def test_the_shipped_fixed_power_is_what_the_maxq_runs_fit() -> None:

@@ -121,6 +121,11 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "limits.append(node.power_limit_w)",
              "a GH200 module cap goes to the GPU whole: Grace is not served first",
              ("tests/test_off_roofline.py",)),
+    Sabotage("slowest-gpu-ignored", "ghsim/costmodel/gpu.py",
+             "return typical / (1.0 + spread * slowest_of(gpus))",
+             "return typical",
+             "a synchronous step moves at a typical GPU's pace, not its slowest GPU's",
+             ("tests/test_off_roofline.py",)),
     Sabotage("zero3-backward-keeps-gathered-weights", "ghsim/workload/lower.py",
              "        self.release_params(chunk, op)\n        self.pass_ends.append(op)\n"
              "        if not chunk.first:",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from ghsim.config.schema import HardwareSpec, NodeSpec
 from ghsim.errors import ConfigError
@@ -260,12 +261,35 @@ def sustained_clock_ghz(node: NodeSpec, source: str = "scenario") -> float | Non
     return float((node.gpu_clock_ghz or compute.clock_ghz) * share ** (1.0 / 3.0))
 
 
-def clock_view(node: NodeSpec, source: str = "scenario") -> dict[str, float | None]:
-    """The clock a node's GPUs compute at, the part's own, and the power limit that set it
-    (None without one), as results and ``ghsim inspect`` report them."""
+def slowest_of(gpus: int) -> float:
+    """The expected largest of ``gpus`` independent standard normal draws, 0 for one: Blom's
+    approximation of the top order statistic, Phi^-1((n - 0.375) / (n + 0.25)): 1.434 for 8
+    and 3.227 for 1,000 against the exact 1.424 and 3.241, within 1 % from 8 draws up and
+    5 % at 2."""
+    if gpus <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
+
+
+def step_clock_ghz(node: NodeSpec, source: str = "scenario", gpus: int = 1) -> float:
+    """The clock a synchronous step of ``gpus`` of a node's GPUs moves at: its slowest GPU's,
+    ``gpu.compute.speed_spread`` times the expected largest of ``gpus`` normal draws below
+    the clock a typical GPU sustains (:func:`sustained_clock_ghz`, or the part's own)."""
+    compute = node.gpu.gpu.compute if node.gpu.gpu else None
+    typical = sustained_clock_ghz(node, source) or (compute.clock_ghz if compute else 0.0)
+    spread = (compute.speed_spread or 0.0) if compute else 0.0
+    return typical / (1.0 + spread * slowest_of(gpus))
+
+
+def clock_view(node: NodeSpec, source: str = "scenario",
+               gpus: int = 1) -> dict[str, float | int | None]:
+    """The clock a node's GPUs compute at, the part's own, the power limit that set it (None
+    without one), and the clock a synchronous step of ``gpus`` of them moves at
+    (:func:`step_clock_ghz`), as results and ``ghsim inspect`` report them."""
     part = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
     return {"compute_ghz": sustained_clock_ghz(node, source) or part, "part_ghz": part,
-            "power_limit_w": gpu_power_limit_w(node, source)}
+            "power_limit_w": gpu_power_limit_w(node, source),
+            "step_ghz": step_clock_ghz(node, source, gpus), "synchronized_gpus": gpus}
 
 
 def unmodelled_power_cap(node: NodeSpec) -> str | None:

@@ -37,8 +37,8 @@ class Result:
     inputs: dict[str, Any]
     workload: dict[str, Any]
     gpu_clock: dict[str, Any] = field(default_factory=dict)
-    """The clock the GPUs computed at, the part's own, and the power limit that set it
-    (``ghsim.costmodel.gpu.clock_view``)."""
+    """The clock a typical GPU computed at, the part's own, the power limit that set it, and
+    the clock the step moved at, its slowest GPU's (``ghsim.costmodel.gpu.clock_view``)."""
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:

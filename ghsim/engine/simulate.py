@@ -309,8 +309,8 @@ def simulate(scenario: Scenario) -> Result:
 def _simulate(scenario: Scenario) -> Result:
     spec, layout = scenario.spec, scenario.layout
     workload = scenario_workload(scenario)
-    clock = clock_view(spec.system.node, scenario.source)
-    gpu = gpu_cost_model(spec.system.node.gpu, clock["compute_ghz"])
+    clock = clock_view(spec.system.node, scenario.source, spec.num_gpus)
+    gpu = gpu_cost_model(spec.system.node.gpu, clock["step_ghz"])
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
     overlap = spec.parallelism.tp_comm_overlap and spec.parallelism.sequence_parallel

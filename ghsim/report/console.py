@@ -282,12 +282,20 @@ def render_model(view: dict[str, Any], console: Console) -> None:
 
 def clock_text(clock: dict[str, Any] | None) -> str | None:
     """"1.43 GHz of 1.83 (GPUs limited to 543 W)" when the GPUs compute below (or above)
-    their part's clock, else None."""
-    if not clock or clock["compute_ghz"] == clock["part_ghz"]:
+    their part's clock, with "; 1.38 GHz for the slowest of 256 GPUs, which paces the step"
+    when they differ among themselves; else None."""
+    if not clock:
+        return None
+    typical, step = clock["compute_ghz"], clock.get("step_ghz", clock["compute_ghz"])
+    if typical == clock["part_ghz"] and step == typical:
         return None
     limit = clock["power_limit_w"]
-    return (f"{clock['compute_ghz']:.3g} GHz of {clock['part_ghz']:g}"
+    text = (f"{typical:.3g} GHz of {clock['part_ghz']:g}"
             + (f" (GPUs limited to {limit:.4g} W)" if limit is not None else ""))
+    if step != typical:
+        text += (f"; {step:.3g} GHz for the slowest of {clock['synchronized_gpus']:,} GPUs, "
+                 "which paces the step")
+    return text
 
 
 @_safe

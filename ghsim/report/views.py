@@ -146,7 +146,7 @@ def scenario_view(scenario: Scenario) -> dict[str, Any]:
         "model_flops_per_step": per_token * layout.tokens_per_step,
         "memory_per_gpu": memory_view(scenario),
         "hbm_capacity_bytes": gpu.memory.capacity_bytes,
-        "gpu_clock": clock_view(spec.system.node, scenario.source),
+        "gpu_clock": clock_view(spec.system.node, scenario.source, spec.num_gpus),
         "totals": totals_view(system_totals(graph)),
         "digest": scenario.digest(), "ghsim_version": __version__,
     }

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ghsim.config.schema import ServingScenarioSpec
 from ghsim.config.schema.hardware import HostLinkUse
 from ghsim.config.serving_layout import ServingScenario
-from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model, sustained_clock_ghz
+from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model, step_clock_ghz
 from ghsim.errors import ConfigError
 from ghsim.fabric.sharing import makespan_s
 from ghsim.fabric.traffic import TrafficPlanner, traffic_planner
@@ -124,8 +124,9 @@ class IterationModel:
         self.spec: ServingScenarioSpec = spec
         self.shape: ReplicaShape = replica_shape(spec)
         part = spec.system.node.gpu
+        # a replica's tp GPUs run each layer in step (its all-reduces): the slowest sets the pace
         self.gpu: GpuCostModel = gpu_cost_model(
-            part, sustained_clock_ghz(spec.system.node, scenario.source))
+            part, step_clock_ghz(spec.system.node, scenario.source, spec.parallelism.tp))
         gpu = part.gpu
         assert gpu is not None
         skinny = gpu.memory.rate_bytes_per_s("skinny_gemm")

@@ -187,7 +187,8 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
               "tp": spec.parallelism.tp, "ep": spec.parallelism.ep}
     base: dict[str, Any] = {"kind": "serving", "engine": engine,
                             "memory": _memory(memory, run, host_link),
-                            "gpu_clock": clock_view(spec.system.node, scenario.source)}
+                            "gpu_clock": clock_view(spec.system.node, scenario.source,
+                                                  spec.parallelism.tp)}
     if run is None:
         if short_of_blocks is None:
             why = (f"weights {memory.weights_bytes / GIB:.1f} GiB, activations "

@@ -262,6 +262,14 @@ class GpuComputeSpec(Spec):
     kernel_launch_us: PositiveFloat | None = Field(
         default=None, description="Time between back-to-back kernels on one stream."
     )
+    speed_spread: float | None = Field(
+        default=None, ge=0.0, lt=0.5, description="Relative standard deviation of the "
+        "sustained compute speed across GPUs of this part, each held at its power limit by "
+        "its own power management (manufacturing variability, not run-to-run noise). A "
+        "synchronous step moves at the pace of its slowest GPU: n GPUs compute at the clock "
+        "divided by 1 + spread x the expected largest of n standard normal draws. Absent: "
+        "identical GPUs.",
+    )
 
     @field_validator("flops_per_clock_per_sm")
     @classmethod
