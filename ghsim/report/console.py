@@ -283,7 +283,8 @@ def render_model(view: dict[str, Any], console: Console) -> None:
 def clock_text(clock: dict[str, Any] | None) -> str | None:
     """"1.43 GHz of 1.83 (GPUs limited to 543 W)" when the GPUs compute below (or above)
     their part's clock, with "; 1.38 GHz for the slowest of 256 GPUs, which paces the step"
-    when they differ among themselves; else None."""
+    when they differ among themselves (that alone when a typical GPU keeps the part's clock);
+    else None."""
     if not clock:
         return None
     typical, step = clock["compute_ghz"], clock.get("step_ghz", clock["compute_ghz"])
@@ -292,10 +293,12 @@ def clock_text(clock: dict[str, Any] | None) -> str | None:
     limit = clock["power_limit_w"]
     text = (f"{typical:.3g} GHz of {clock['part_ghz']:g}"
             + (f" (GPUs limited to {limit:.4g} W)" if limit is not None else ""))
-    if step != typical:
-        text += (f"; {step:.3g} GHz for the slowest of {clock['synchronized_gpus']:,} GPUs, "
-                 "which paces the step")
-    return text
+    if step == typical:
+        return text
+    paced = f"{step:.3g} GHz for the slowest of {clock['synchronized_gpus']:,} GPUs, which paces"
+    if typical == clock["part_ghz"]:
+        return f"{paced} the step (a typical one: {typical:g})"
+    return f"{text}; {paced} the step"
 
 
 @_safe
