@@ -482,3 +482,21 @@ def simulate_serving_of(name: str, overrides: list[str]) -> float:
 
     scenario = load_any_scenario(name, overrides)
     return float(simulate_serving(scenario).to_dict()["output_tokens_per_s"])  # type: ignore[arg-type]
+
+
+def test_the_shipped_spread_sweep_costs_more_the_larger_the_job() -> None:
+    """configs/sweeps/alps-gpu-spread.yaml weak-scales Llama 3.1 8B on Alps: with GPUs all
+    alike a step takes the same time from 16 to 1,024 GPUs (within 2 %: data-parallel
+    communication grows a little); with a spread it grows with the GPU count, and more with a
+    wider spread."""
+    def step(spread: float, gpus: int) -> float:
+        return simulate(load_scenario("llama3.1-8b-alps", [
+            f"system.node.gpu.gpu.compute.speed_spread={spread}", f"num_gpus={gpus}",
+            f"training.global_batch={2 * gpus}"])).step_time_s
+
+    alike = [step(0, n) for n in (16, 1024)]
+    assert alike[1] == pytest.approx(alike[0], rel=0.02)
+    for spread in (0.017, 0.03):
+        steps = [step(spread, n) for n in (16, 256, 1024)]
+        assert steps == sorted(steps) and steps[0] > alike[0]
+    assert step(0.03, 1024) > step(0.017, 1024)
