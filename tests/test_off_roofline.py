@@ -467,7 +467,7 @@ def test_ghsim_run_shows_the_pace_of_the_slowest_gpu(capsys: pytest.CaptureFixtu
 
 def test_a_serving_replica_moves_at_its_slowest_gpu() -> None:
     """A tensor-parallel replica's GPUs meet at every layer's all-reduce: tp 8 serves more
-    slowly with a spread than without, one GPU does not notice."""
+    slowly with a spread than without."""
     base = ["system=dgx-h100", "parallelism.tp=8", "num_gpus=8",
             "inference.requests.count=64"]
     spread = simulate_serving_of("llama3.1-70b-fp8-gh200-serving", base)

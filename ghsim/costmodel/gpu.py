@@ -271,25 +271,37 @@ def slowest_of(gpus: int) -> float:
     return NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
 
 
-def step_clock_ghz(node: NodeSpec, source: str = "scenario", gpus: int = 1) -> float:
-    """The clock a synchronous step of ``gpus`` of a node's GPUs moves at: its slowest GPU's,
-    ``gpu.compute.speed_spread`` times the expected largest of ``gpus`` normal draws below
-    the clock a typical GPU sustains (:func:`sustained_clock_ghz`, or the part's own)."""
+def _paced_ghz(node: NodeSpec, typical: float, gpus: int) -> float:
+    """The clock of the slowest of ``gpus`` GPUs that typically sustain ``typical``: below it
+    by ``gpu.compute.speed_spread`` times the expected largest of ``gpus`` normal draws."""
     compute = node.gpu.gpu.compute if node.gpu.gpu else None
-    typical = sustained_clock_ghz(node, source) or (compute.clock_ghz if compute else 0.0)
     spread = (compute.speed_spread or 0.0) if compute else 0.0
     return typical / (1.0 + spread * slowest_of(gpus))
+
+
+def _typical_ghz(node: NodeSpec, source: str) -> float:
+    """The clock a typical GPU of the node sustains: :func:`sustained_clock_ghz`, or the
+    part's own."""
+    return sustained_clock_ghz(node, source) or (
+        node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0)
+
+
+def step_clock_ghz(node: NodeSpec, source: str = "scenario", gpus: int = 1) -> float:
+    """The clock a synchronous step of ``gpus`` of a node's GPUs moves at: its slowest GPU's,
+    below the clock a typical one sustains."""
+    return _paced_ghz(node, _typical_ghz(node, source), gpus)
 
 
 def clock_view(node: NodeSpec, source: str = "scenario",
                gpus: int = 1) -> dict[str, float | int | None]:
     """The clock a node's GPUs compute at, the part's own, the power limit that set it (None
-    without one), and the clock a synchronous step of ``gpus`` of them moves at
-    (:func:`step_clock_ghz`), as results and ``ghsim inspect`` report them."""
-    part = node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0
-    return {"compute_ghz": sustained_clock_ghz(node, source) or part, "part_ghz": part,
+    without one), and the clock a synchronous step of ``gpus`` of them moves at (its slowest
+    GPU's), as results and ``ghsim inspect`` report them."""
+    typical = _typical_ghz(node, source)
+    return {"compute_ghz": typical,
+            "part_ghz": node.gpu.gpu.compute.clock_ghz if node.gpu.gpu else 0.0,
             "power_limit_w": gpu_power_limit_w(node, source),
-            "step_ghz": step_clock_ghz(node, source, gpus), "synchronized_gpus": gpus}
+            "step_ghz": _paced_ghz(node, typical, gpus), "synchronized_gpus": gpus}
 
 
 def unmodelled_power_cap(node: NodeSpec) -> str | None:
