@@ -147,6 +147,10 @@ class Gpu:
     def memory_bound(self, nbytes: float) -> float:
         return nbytes / self.elementwise + self.launch
 
+    def streamed(self, nbytes: float) -> float:
+        """A plain streaming pass (the loss's) at the STREAM rate."""
+        return nbytes / self.stream + self.launch
+
 
 E = 2  # BF16 bytes of an activation element
 
@@ -192,11 +196,17 @@ def micro_batch_s(gpu: Gpu, t: int, layers: int, recompute: str = "none"
     forward, backward = layer_forward_s(gpu, t), layer_backward_s(gpu, t)
     parts = {kind: layers * (forward[kind] + backward[kind]) for kind in forward}
     parts["gemm"] += gpu.gemm_fwd_bwd(t, V, H)  # the logits (t x V x h)
-    # Embedding (lookup, then a backward reading two), final norm (the same), and the loss over
-    # FP32 logits (reads BF16, writes FP32) forward and backward.
-    for nbytes in (2 * t * H * E, 3 * t * H * E, 2 * t * H * E, 3 * t * H * E,
-                   t * V * (E + 4), t * V * (E + 4)):
+    # Embedding (lookup, then a backward reading two) and final norm (the same).
+    for nbytes in (2 * t * H * E, 3 * t * H * E, 2 * t * H * E, 3 * t * H * E):
         parts["elementwise"] += gpu.memory_bound(nbytes)
+    # Megatron's unfused cross-entropy, pass by pass, at the streaming rate: forward
+    # logits.float() (read BF16, write FP32), max (read), x - max and exp in place (read and
+    # write each), sum (read), divide in place (read and write); backward the in-place scaling
+    # (read and write) and the cast back to BF16 (read FP32, write BF16).
+    forward_passes = (E + 4) + 4 + 8 + 8 + 4 + 8
+    backward_passes = 8 + (4 + E)
+    for per_logit in (forward_passes, backward_passes):
+        parts["elementwise"] += gpu.streamed(t * V * per_logit)
     # full recomputation: the layer's whole forward again before its backward
     parts["recompute"] = layers * sum(forward.values()) if recompute == "full" else 0.0
     return parts

@@ -411,6 +411,10 @@ class TinyLM(nn.Module):
                  vocab: int, gated: bool, **_: Any) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, hidden)
+        # Megatron's init_method_std: logits near zero, so the loss's gradient is dense, as in
+        # training (N(0, 1) embeddings tied to the head give one-hot softmaxes and gradients
+        # that are almost all exact zeros, which a GEMM multiplies at a fraction of the power)
+        nn.init.normal_(self.embed.weight, std=0.02)
         self.blocks = nn.ModuleList(Block(hidden, heads, kv_heads, ffn, gated)
                                     for _ in range(layers))
         self.norm = nn.RMSNorm(hidden) if gated else nn.LayerNorm(hidden)

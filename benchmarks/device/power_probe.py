@@ -91,10 +91,11 @@ def _step_flops(spec: dict[str, Any]) -> tuple[float, float]:
 def steady(name: str, out_dir: Path) -> dict[str, Any]:
     spec = MODELS[name]
     model = TinyLM(**spec).to(device="cuda", dtype=torch.bfloat16)
-    tokens = torch.randint(0, spec["vocab"], (spec["micro_batch"], spec["seq"]), device="cuda")
+    tokens, labels = (torch.randint(0, spec["vocab"], (spec["micro_batch"], spec["seq"]),
+                                    device="cuda") for _ in range(2))
 
-    def micro() -> None:
-        model(tokens, tokens).backward()
+    def micro() -> None:  # labels drawn apart from the inputs: a loss near log(vocab), and
+        model(tokens, labels).backward()  # gradients that are not all zero
 
     state = _sampled(micro, 3.0)
     from torch.profiler import ProfilerActivity, profile

@@ -11,8 +11,9 @@ the sweep reached (large GEMMs plateau there, bounded by power and clocks rather
 shape). A fused attention kernel runs at ``peak x attention_efficiency``; everything is also
 bounded by HBM traffic at the achievable (STREAM) bandwidth, which is what skinny GEMMs hit, and
 near the ridge point, where the two are alike, the roofline is rounded: (c^p + m^p)^(1/p) with a
-measured ``gemm_ridge_exponent``; element-wise kernels are memory-bound. Each kernel costs the
-launch gap on top.
+measured ``gemm_ridge_exponent``; element-wise kernels are memory-bound (the loss's plain
+streaming passes at the streaming rate, normalization and fused activations at the measured
+element-wise rate). Each kernel costs the launch gap on top.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ class GpuCostModel:
             busy = self.gemm_s(kernel)
         elif kernel.klass == "attention":
             busy = self.attention_s(kernel)
-        elif kernel.klass == "stream":
+        elif kernel.klass in ("stream", "loss"):
             busy = kernel.bytes / self.hbm_bytes_per_s
         elif kernel.klass == "softmax":
             busy = kernel.bytes / self.softmax_bytes_per_s

@@ -369,10 +369,31 @@ def head_forward(s: LayerShapes) -> list[Step]:
     """Final norm, logits GEMM over this rank's vocabulary shard, and the cross-entropy loss."""
     steps: list[Step] = [_eltwise("final_ln", s.sp_tokens * s.hidden, s, klass="norm")]
     steps += _tp("final_ln.all_gather", "all_gather", s) if s.sequence_parallel else []
-    steps += [_logits(s),
-              Kernel("loss", 0.0, s.tokens * s.vocab * (s.act_bytes + 4), "fp32",
-                     (s.tokens, s.vocab), "loss")]
+    steps += [_logits(s), _loss(s, backward=False)]
     return steps
+
+
+def _loss(s: LayerShapes, backward: bool) -> Kernel:
+    """Megatron's vocab-parallel cross-entropy over this rank's logits, as its unfused code
+    moves them (megatron/core/tensor_parallel/cross_entropy.py): the forward pass upcasts the
+    16-bit logits to fp32 (read 2, write 4 bytes a logit), takes their maximum (read 4),
+    subtracts it, exponentiates and divides by the sum in place (read and write 4 each) and
+    sums (read 4); the backward pass scales the saved softmax by the loss gradient in place
+    (read and write 4) and casts it back for the output layer's GEMMs (read 4, write 2). The
+    fused version (--cross-entropy-loss-fusion, megatron/core/fusions/fused_cross_entropy.py
+    as of early 2025, swiss-ai/Megatron-LM@415da45c) takes the maximum in the upcast's pass
+    and the shift in the exponential's, and scales and casts the gradient in one pass. Plain
+    streaming passes: costed at the stream rate."""
+    upcast = s.act_bytes + 4 if s.act_bytes != 4 else 0  # fp32 logits are not copied
+    if backward:
+        per_logit = (upcast or 8) if s.cross_entropy_fusion else upcast + 8
+    elif s.cross_entropy_fusion:
+        per_logit = (upcast or 4) + 8 + 4 + 8  # upcast + max, exp(x - max), sum, divide
+    else:
+        per_logit = upcast + 4 + 8 + 8 + 4 + 8  # upcast, max, shift, exp, sum, divide
+    name = "loss.bwd" if backward else "loss"
+    return Kernel(name, 0.0, float(s.tokens * s.vocab * per_logit), "fp32",
+                  (s.tokens, s.vocab), "loss")
 
 
 def mtp_forward(s: LayerShapes, moe: bool) -> list[Step]:
@@ -406,8 +427,7 @@ def mtp_backward(s: LayerShapes, moe: bool) -> list[Step]:
 
 
 def head_backward(s: LayerShapes) -> list[Step]:
-    steps: list[Step] = [Kernel("loss.bwd", 0.0, s.tokens * s.vocab * (s.act_bytes + 4), "fp32",
-                                (s.tokens, s.vocab), "loss")]
+    steps: list[Step] = [_loss(s, backward=True)]
     steps += _backward_of(_logits(s))
     if s.sequence_parallel:
         steps += _tp("final_ln.bwd_reduce_scatter", "reduce_scatter", s)

@@ -118,6 +118,8 @@ class LayerShapes:
     """Transformer Engine's FP8 scaling recipe (``TrainingSpec.fp8_recipe_resolved``)."""
     qk_norm: bool
     """Per-head norms on the queries and keys (two norm kernels after the QKV projection)."""
+    cross_entropy_fusion: bool
+    """Megatron's fused cross-entropy (``TrainingSpec.cross_entropy_fusion``)."""
     attention_work: float
     """Executed attention work relative to a causal mask over the whole sequence (document
     masking: ``TrainingSpec.attention_work_fraction``)."""
@@ -183,6 +185,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         fp8=training.precision == "fp8",
         fp8_recipe=training.fp8_recipe_resolved,
         qk_norm=model.qk_norm,
+        cross_entropy_fusion=training.cross_entropy_fusion,
         attention_work=training.attention_work_fraction,
         moe=moe_shapes(spec, layout),
         mla=mla_shapes(spec, layout),
