@@ -136,6 +136,11 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "    elif False:",
              "training.cross_entropy_fusion changes nothing",
              ("tests/test_loss.py",)),
+    Sabotage("h200-gemms-at-a-burst-rate", "configs/hardware/h200-sxm-141gb.yaml",
+             "    gemm_efficiency:\n      bf16: 0.803\n      fp16: 0.803\n      fp8: 0.734",
+             "    gemm_efficiency:\n      bf16: 0.883\n      fp16: 0.883\n      fp8: 0.807",
+             "H200 GEMMs 10 % faster than the GEMMs of a measured training step",
+             ("tests/test_h200_measured.py",)),
     Sabotage("zero3-backward-keeps-gathered-weights", "ghsim/workload/lower.py",
              "        self.release_params(chunk, op)\n        self.pass_ends.append(op)\n"
              "        if not chunk.first:",
