@@ -15,6 +15,11 @@ micro-batch per model:
   per model (the 300M Llama of ``hopper_probe.py``, and layers of Llama-8B and Llama-70B
   width), then one more under the profiler: the clock and power of the steady state, the time
   per micro-batch, and the GEMMs' and attention's TFLOP/s inside the step.
+
+With ``--compiled`` it runs only the Llama-8B- and -70B-width layers, each under
+``torch.compile`` (Inductor fuses the element-wise work into Triton kernels, as Megatron's jit
+fusions and Transformer Engine fuse theirs) and eagerly, writing ``power_probe_compiled.json``:
+how much of a step the element-wise work takes once fused.
 """
 
 from __future__ import annotations
@@ -88,9 +93,11 @@ def _step_flops(spec: dict[str, Any]) -> tuple[float, float]:
     return gemm, attention
 
 
-def steady(name: str, out_dir: Path) -> dict[str, Any]:
+def steady(name: str, out_dir: Path, compiled: bool = False) -> dict[str, Any]:
     spec = MODELS[name]
-    model = TinyLM(**spec).to(device="cuda", dtype=torch.bfloat16)
+    model: Any = TinyLM(**spec).to(device="cuda", dtype=torch.bfloat16)
+    if compiled:  # Inductor fuses the element-wise work, as Megatron's jit fusions and TE do
+        model = torch.compile(model)
     tokens, labels = (torch.randint(0, spec["vocab"], (spec["micro_batch"], spec["seq"]),
                                     device="cuda") for _ in range(2))
 
@@ -106,7 +113,7 @@ def steady(name: str, out_dir: Path) -> dict[str, Any]:
         torch.cuda.synchronize()
     sampler.stop.set()
     sampler.join()
-    raw = out_dir / f"{name}_steady_trace.json"
+    raw = out_dir / f"{name}{'_compiled' if compiled else ''}_steady_trace.json"
     prof.export_chrome_trace(str(raw))
     with raw.open("rb") as src, gzip.open(raw.with_suffix(".json.gz"), "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -116,9 +123,11 @@ def steady(name: str, out_dir: Path) -> dict[str, Any]:
     gemm_s = sum(e["dur"] for e in kernels if "nvjet" in e["name"] or "gemm" in e["name"]) / 1e6
     attn_s = sum(e["dur"] for e in kernels if "sdpa" in e["name"] or "flash" in e["name"]) / 1e6
     busy_s = sum(e["dur"] for e in kernels) / 1e6
+    triton_s = sum(e["dur"] for e in kernels if e["name"].startswith("triton")) / 1e6
     gemm_flops, attn_flops = _step_flops(spec)
-    return {"model": name, **spec, "steady": state,
+    return {"model": name, "compiled": compiled, **spec, "steady": state,
             "profiled": {"gemm_s": gemm_s, "attention_s": attn_s, "kernels_s": busy_s,
+                         "triton_s": triton_s, "kernels": len(kernels),
                          "gemm_tflops": gemm_flops / gemm_s / 1e12 if gemm_s else None,
                          "attention_model_tflops": attn_flops / attn_s / 1e12 if attn_s else None,
                          **{f"during_{k}": v for k, v in sampler.medians().items()}},
@@ -128,7 +137,8 @@ def steady(name: str, out_dir: Path) -> dict[str, Any]:
 def main() -> None:
     out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
     out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / "power_probe.json"
+    out = out_dir / ("power_probe_compiled.json" if "--compiled" in sys.argv
+                     else "power_probe.json")
     results: dict[str, Any] = {"info": {
         "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
         "power_limit_w": (_smi("power.limit") or [None])[0], "date": time.strftime("%Y-%m-%d"),
@@ -138,8 +148,15 @@ def main() -> None:
                "weights, SDPA attention, no optimizer step) back to back; GEMM FLOPs counted "
                "from the model's shapes, attention as Megatron does"}}
     begin = time.perf_counter()
-    sections: list[tuple[str, Any]] = [("loops", loops)]
-    sections += [(f"steady_{name}", lambda name=name: steady(name, out_dir)) for name in MODELS]
+    if "--compiled" in sys.argv:  # the element-wise work fused, against eager
+        sections: list[tuple[str, Any]] = [
+            (f"steady_{name}{'_compiled' if c else ''}",
+             lambda name=name, c=c: steady(name, out_dir, c))
+            for name in ("llama-8b-layers", "llama-70b-layers") for c in (True, False)]
+    else:
+        sections = [("loops", loops)]
+        sections += [(f"steady_{name}", lambda name=name: steady(name, out_dir))
+                     for name in MODELS]
     for name, run in sections:
         try:
             results[name] = run()
