@@ -129,7 +129,7 @@ SABOTAGES: tuple[Sabotage, ...] = (
     Sabotage("loss-one-pass", "ghsim/workload/kernels.py",
              "        per_logit = upcast + 4 + 8 + 8 + 4 + 8  # upcast, max, shift, exp, sum, divide",
              "        per_logit = upcast",
-             "the unfused cross-entropy moves its logits once, not in Megatron's six passes",
+             "the unfused cross-entropy moves its logits once, not in Megatron's passes",
              ("tests/test_loss.py", "tests/test_by_hand.py")),
     Sabotage("loss-fusion-ignored", "ghsim/workload/kernels.py",
              "    elif s.cross_entropy_fusion:",
