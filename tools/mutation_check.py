@@ -127,7 +127,8 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "a synchronous step moves at a typical GPU's pace, not its slowest GPU's",
              ("tests/test_off_roofline.py",)),
     Sabotage("loss-one-pass", "ghsim/workload/kernels.py",
-             "        per_logit = upcast + 4 + 8 + 8 + 4 + 8  # upcast, max, shift, exp, sum, divide",
+             "        per_logit = upcast + 4 + 8 + 8 + 4 + 8  "
+             "# upcast, max, shift, exp, sum, divide",
              "        per_logit = upcast",
              "the unfused cross-entropy moves its logits once, not in Megatron's passes",
              ("tests/test_loss.py", "tests/test_by_hand.py")),
