@@ -18,11 +18,7 @@ Run ``python benchmarks/device/fp8_probe.py OUT_DIR`` (about a minute on an H200
 
 from __future__ import annotations
 
-import gzip
-import json
-import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +26,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hopper_probe import TinyLM, _smi
+from hopper_probe import TinyLM, probe_info, run_sections, save_trace
 from power_probe import MODELS, _sampled, _step_flops
 
 E4M3 = torch.float8_e4m3fn
@@ -118,13 +114,8 @@ def steady(name: str, precision: str, out_dir: Path) -> dict[str, Any]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         micro()
         torch.cuda.synchronize()
-    raw = out_dir / f"{name}_{precision}_steady_trace.json"
-    prof.export_chrome_trace(str(raw))
-    with raw.open("rb") as src, gzip.open(raw.with_suffix(".json.gz"), "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    events = json.loads(raw.read_text())["traceEvents"]
-    raw.unlink()
-    kernels = [e for e in events if e.get("cat") == "kernel"]
+    trace = out_dir / f"{name}_{precision}_steady_trace.json.gz"
+    kernels = save_trace(prof, trace)
     is_gemm = ("nvjet", "gemm", "xmma", "cutlass")
     gemm_s = sum(e["dur"] for e in kernels
                  if any(key in e["name"].lower() for key in is_gemm)) / 1e6
@@ -136,7 +127,7 @@ def steady(name: str, precision: str, out_dir: Path) -> dict[str, Any]:
             "profiled": {"gemm_s": gemm_s, "kernels_s": sum(e["dur"] for e in kernels) / 1e6,
                          "gemm_tflops": gemm_flops / gemm_s / 1e12 if gemm_s else None,
                          "top_kernels_s": dict(sorted(names.items(), key=lambda kv: -kv[1])[:12])},
-            "trace": raw.with_suffix(".json.gz").name}
+            "trace": trace.name}
 
 
 def main() -> None:
@@ -144,29 +135,17 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / "fp8_probe.json"
     results: dict[str, Any] = {"info": {
-        "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-        "power_limit_w": (_smi("power.limit") or [None])[0], "date": time.strftime("%Y-%m-%d"),
-        "command": "python benchmarks/device/fp8_probe.py " + " ".join(sys.argv[1:]),
+        **probe_info("fp8_probe.py"),
         "how": "as power_probe.py; FP8 Linear layers as the module docstring says; the GEMM "
                "TFLOP/s of a step count every GEMM FLOP of the model (the BF16 LM head "
                "included) over every GEMM kernel's time"}}
-    begin = time.perf_counter()
     sections: list[tuple[str, Any]] = [("loops", loops)]
     for name in ("llama-8b-layers", "llama-70b-layers"):
         for precision in ("fp8", "bf16"):
             sections.append((f"steady_{name}_{precision}",
                              lambda name=name, precision=precision:
                              steady(name, precision, out_dir)))
-    for name, run in sections:
-        try:
-            results[name] = run()
-        except Exception as error:  # keep the other sections' data
-            results[name] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
-        torch.cuda.empty_cache()
-        out.write_text(json.dumps(results, indent=1))
-        print(f"[{time.perf_counter() - begin:6.1f} s] {name}: "
-              f"{json.dumps(results[name])[:1500]}", flush=True)
-
+    run_sections(out, results, sections, shown=1500)
 
 if __name__ == "__main__":
     main()

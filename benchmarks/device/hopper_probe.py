@@ -369,6 +369,53 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def probe_info(script: str) -> dict[str, Any]:
+    """What every probe's results start with: the GPU, the software, the power limit and
+    clocks as nvidia-smi reports them, the host CPU, the date and the command."""
+    cuda = torch.cuda.is_available()
+    return {"gpu": torch.cuda.get_device_name(0) if cuda else "none",
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if cuda else None,
+            "power_limit_w": (_smi("power.limit") or [None])[0],
+            "max_sm_clock_mhz": (_smi("clocks.max.sm") or [None])[0],
+            "driver": (_smi("driver_version") or [None])[0],
+            "cpu": _cpu_model(), "date": time.strftime("%Y-%m-%d"),
+            "command": f"python benchmarks/device/{script} " + " ".join(sys.argv[1:])}
+
+
+def run_sections(out: Path, results: dict[str, Any],
+                 sections: list[tuple[str, Callable[[], Any]]], shown: int = 0) -> None:
+    """Run each section into ``results[name]`` (an error is kept as the section's data, so
+    the other sections still run), its seconds into ``results["section_s"]``, and rewrite
+    ``out`` after each, so an interrupted run keeps what it measured; print each as it ends
+    (the first ``shown`` characters of its data as JSON, if given)."""
+    begin = time.perf_counter()
+    for name, run in sections:
+        start = time.perf_counter()
+        try:
+            results[name] = run()
+        except Exception as error:  # keep the other sections' data
+            results[name] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        results.setdefault("section_s", {})[name] = round(time.perf_counter() - start, 1)
+        out.write_text(json.dumps(results, indent=1))
+        excerpt = f": {json.dumps(results[name])[:shown]}" if shown else " done"
+        print(f"[{time.perf_counter() - begin:6.1f} s] {name}{excerpt}", flush=True)
+
+
+def save_trace(prof: Any, trace: Path) -> list[dict[str, Any]]:
+    """Write a profiler's Chrome trace gzipped to ``trace`` (a ``.json.gz`` path) and return
+    its GPU kernel events."""
+    raw = trace.with_suffix("")
+    prof.export_chrome_trace(str(raw))
+    with raw.open("rb") as src, gzip.open(trace, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    events = json.loads(raw.read_text())["traceEvents"]
+    raw.unlink()
+    return [e for e in events if e.get("cat") == "kernel"]
+
+
 class Block(nn.Module):
     """A pre-norm transformer layer as Llama (RMSNorm, GQA, SwiGLU) or GPT (LayerNorm, GELU)
     have it, without biases or RoPE, attention through SDPA."""
@@ -486,11 +533,7 @@ def training_step(name: str, micro_batch: int, device: str, seq: int | None = No
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             micro()
             _sync()
-        raw = trace.with_suffix("")
-        prof.export_chrome_trace(str(raw))
-        with raw.open("rb") as src, gzip.open(trace, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        raw.unlink()
+        save_trace(prof, trace)
         row["trace"] = trace.name
     return row
 
@@ -501,45 +544,17 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / "hopper_probe.json"
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    info = {"gpu": torch.cuda.get_device_name(0) if device == "cuda" else "none",
-            "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
-            "power_limit_w": (_smi("power.limit") or [None])[0],
-            "max_sm_clock_mhz": (_smi("clocks.max.sm") or [None])[0],
-            "driver": (_smi("driver_version") or [None])[0],
-            "cpu": _cpu_model(), "date": time.strftime("%Y-%m-%d"),
-            "command": "python benchmarks/device/hopper_probe.py " + " ".join(sys.argv[1:])}
-    results: dict[str, Any] = {"info": info}
-    begin = time.perf_counter()
-
-    def section(name: str, run: Callable[[], Any]) -> None:
-        start = time.perf_counter()
-        try:
-            results[name] = run()
-        except Exception as error:  # keep the other sections' data
-            results[name] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
-        torch.cuda.empty_cache() if device == "cuda" else None
-        results.setdefault("section_s", {})[name] = round(time.perf_counter() - start, 1)
-        out.write_text(json.dumps(results, indent=1))
-        print(f"[{time.perf_counter() - begin:6.1f} s] {name} done", flush=True)
-
+    results: dict[str, Any] = {"info": probe_info("hopper_probe.py")}
     if quick:
-        section("memory", lambda: memory(device, 1 / 64))
-        section("elementwise", lambda: elementwise(device, 256, 256, 1024, 2, 128))
-        section("gemm", lambda: [gemm(256, 256, 256, "bf16", device, seconds=0.05)])
-        section("host", lambda: host(device, 256))
-        section("steps", lambda: [training_step("gpt2-small", 1, device, seq=64,
-                                                timed_micro_batches=1)])
+        run_sections(out, results, [
+            ("memory", lambda: memory(device, 1 / 64)),
+            ("elementwise", lambda: elementwise(device, 256, 256, 1024, 2, 128)),
+            ("gemm", lambda: [gemm(256, 256, 256, "bf16", device, seconds=0.05)]),
+            ("host", lambda: host(device, 256)),
+            ("steps", lambda: [training_step("gpt2-small", 1, device, seq=64,
+                                             timed_micro_batches=1)])])
         return
-    section("memory", lambda: memory(device))
-    section("host", lambda: host(device))
-    section("elementwise", lambda: elementwise(device))
-    section("attention", lambda: attention(device))
-    section("steps", lambda: [
-        training_step(name, mb, device,
-                      trace=out_dir / f"{name}_mbs{mb}_trace.json.gz"
-                      if (name, mb) in (("llama-300m", 2), ("gpt2-small", 1)) else None)
-        for name, mb in STEP_RUNS])
+    begin = time.perf_counter()
 
     def gemms() -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
@@ -558,7 +573,17 @@ def main() -> None:
             results["gemm"] = rows
             out.write_text(json.dumps(results, indent=1))
         return rows
-    section("gemm", gemms)
+    run_sections(out, results, [
+        ("memory", lambda: memory(device)),
+        ("host", lambda: host(device)),
+        ("elementwise", lambda: elementwise(device)),
+        ("attention", lambda: attention(device)),
+        ("steps", lambda: [
+            training_step(name, mb, device,
+                          trace=out_dir / f"{name}_mbs{mb}_trace.json.gz"
+                          if (name, mb) in (("llama-300m", 2), ("gpt2-small", 1)) else None)
+            for name, mb in STEP_RUNS]),
+        ("gemm", gemms)])
     summary = {k: results[k] for k in ("info", "memory", "host", "section_s")}
     print(json.dumps(summary, indent=1))
     for row in results.get("steps", []):

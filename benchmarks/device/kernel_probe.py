@@ -20,9 +20,7 @@ section:
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hopper_probe import _Sampler, _smi, timed
+from hopper_probe import _Sampler, probe_info, run_sections, timed
 
 GRAPHED_SHAPES = [
     (4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072),
@@ -201,26 +199,13 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / "kernel_probe.json"
     results: dict[str, Any] = {"info": {
-        "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-        "power_limit_w": (_smi("power.limit") or [None])[0], "date": time.strftime("%Y-%m-%d"),
-        "command": "python benchmarks/device/kernel_probe.py " + " ".join(sys.argv[1:]),
+        **probe_info("kernel_probe.py"),
         "how": "GEMM rows: GPU time per call from CUDA events around replays of a CUDA graph of "
                "20 calls (5 for grouped, 2 for the per-expert loop), random normal data; "
                "attention rows as in hopper_probe.py (FLOPs counted as Megatron does: "
                "2 b h s^2 (d_qk + d_v) forward, causal not halved, backward twice that)"}}
-    begin = time.perf_counter()
-    for name, run in (("sustained", sustained), ("gemm_graphed", gemm_graphed),
-                      ("grouped", grouped), ("attention", attention)):
-        start = time.perf_counter()
-        try:
-            results[name] = run()
-        except Exception as error:  # keep the other sections' data
-            results[name] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
-        torch.cuda.empty_cache()
-        results.setdefault("section_s", {})[name] = round(time.perf_counter() - start, 1)
-        out.write_text(json.dumps(results, indent=1))
-        print(f"[{time.perf_counter() - begin:6.1f} s] {name} done", flush=True)
+    run_sections(out, results, [("sustained", sustained), ("gemm_graphed", gemm_graphed),
+                                ("grouped", grouped), ("attention", attention)])
     for section in ("sustained", "gemm_graphed", "grouped", "attention"):
         for row in results.get(section, []):
             if isinstance(row, dict):

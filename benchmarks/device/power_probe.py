@@ -24,9 +24,6 @@ how much of a step the element-wise work takes once fused.
 
 from __future__ import annotations
 
-import gzip
-import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,7 +32,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hopper_probe import TinyLM, _Sampler, _smi, timed
+from hopper_probe import TinyLM, _Sampler, probe_info, run_sections, save_trace, timed
 
 MODELS: dict[str, dict[str, Any]] = {
     "llama-300m": dict(layers=6, hidden=2048, heads=16, kv_heads=4, ffn=6144, vocab=128256,
@@ -113,13 +110,8 @@ def steady(name: str, out_dir: Path, compiled: bool = False) -> dict[str, Any]:
         torch.cuda.synchronize()
     sampler.stop.set()
     sampler.join()
-    raw = out_dir / f"{name}{'_compiled' if compiled else ''}_steady_trace.json"
-    prof.export_chrome_trace(str(raw))
-    with raw.open("rb") as src, gzip.open(raw.with_suffix(".json.gz"), "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    events = json.loads(raw.read_text())["traceEvents"]
-    raw.unlink()
-    kernels = [e for e in events if e.get("cat") == "kernel"]
+    trace = out_dir / f"{name}{'_compiled' if compiled else ''}_steady_trace.json.gz"
+    kernels = save_trace(prof, trace)
     gemm_s = sum(e["dur"] for e in kernels if "nvjet" in e["name"] or "gemm" in e["name"]) / 1e6
     attn_s = sum(e["dur"] for e in kernels if "sdpa" in e["name"] or "flash" in e["name"]) / 1e6
     busy_s = sum(e["dur"] for e in kernels) / 1e6
@@ -131,7 +123,7 @@ def steady(name: str, out_dir: Path, compiled: bool = False) -> dict[str, Any]:
                          "gemm_tflops": gemm_flops / gemm_s / 1e12 if gemm_s else None,
                          "attention_model_tflops": attn_flops / attn_s / 1e12 if attn_s else None,
                          **{f"during_{k}": v for k, v in sampler.medians().items()}},
-            "trace": f"{name}_steady_trace.json.gz"}
+            "trace": trace.name}
 
 
 def main() -> None:
@@ -140,14 +132,11 @@ def main() -> None:
     out = out_dir / ("power_probe_compiled.json" if "--compiled" in sys.argv
                      else "power_probe.json")
     results: dict[str, Any] = {"info": {
-        "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-        "power_limit_w": (_smi("power.limit") or [None])[0], "date": time.strftime("%Y-%m-%d"),
-        "command": "python benchmarks/device/power_probe.py " + " ".join(sys.argv[1:]),
+        **probe_info("power_probe.py"),
         "how": "medians of NVML's SM clock and board power sampled every 50 ms while each loop "
                "ran; micro-batches of the plain-PyTorch models of hopper_probe.py (bf16 "
                "weights, SDPA attention, no optimizer step) back to back; GEMM FLOPs counted "
                "from the model's shapes, attention as Megatron does"}}
-    begin = time.perf_counter()
     if "--compiled" in sys.argv:  # the element-wise work fused, against eager
         sections: list[tuple[str, Any]] = [
             (f"steady_{name}{'_compiled' if c else ''}",
@@ -157,16 +146,7 @@ def main() -> None:
         sections = [("loops", loops)]
         sections += [(f"steady_{name}", lambda name=name: steady(name, out_dir))
                      for name in MODELS]
-    for name, run in sections:
-        try:
-            results[name] = run()
-        except Exception as error:  # keep the other sections' data
-            results[name] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
-        torch.cuda.empty_cache()
-        out.write_text(json.dumps(results, indent=1))
-        print(f"[{time.perf_counter() - begin:6.1f} s] {name}: "
-              f"{json.dumps(results[name])[:900]}", flush=True)
-
+    run_sections(out, results, sections, shown=900)
 
 if __name__ == "__main__":
     main()
