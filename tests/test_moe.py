@@ -335,3 +335,46 @@ def test_an_unknown_recompute_module_is_refused(capsys: pytest.CaptureFixture[st
                  "--set", "parallelism.recompute_modules=[moe_actt]"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "recompute_modules" in err[0], err
+
+
+# -- the host sync of a dropless dispatch ----------------------------------------------------------
+
+def _dispatches(overrides: list[str]) -> list[Comm]:
+    workload = lower(load_scenario("llama3-8b-gh200", overrides))
+    return [s for op in workload.classes[0].ops for s in op.body
+            if isinstance(s, Comm) and s.name.startswith("moe.dispatch")]
+
+
+def test_only_a_forward_dispatch_waits_for_the_host() -> None:
+    """Megatron's dropless dispatchers read the token counts on the host in the forward pass;
+    the backward reuses them; a recomputed MoE block reads them again."""
+    plain = _dispatches(_scenario(8, "parallelism.ep=8"))
+    assert {(c.name, c.host_sync) for c in plain} == {("moe.dispatch", True),
+                                                      ("moe.dispatch_bwd", False)}
+    redone = _dispatches(_scenario(8, "parallelism.ep=8", "parallelism.recompute=selective",
+                                   "parallelism.recompute_modules=[moe]"))
+    synced = [c for c in redone if c.host_sync]
+    assert len(synced) == 2 * len([c for c in plain if c.host_sync])
+
+
+def test_the_host_issues_each_part_of_a_body_after_its_sync() -> None:
+    from ghsim.engine.simulator import KernelIssue
+    k = Kernel("k", 1.0, 1.0, "bf16", (8, 8, 8), "gemm")
+    sync = Comm("moe.dispatch", "all_to_all", "ep", 1.0, 8, host_sync=True)
+    other = Comm("moe.combine", "all_to_all", "ep", 1.0, 8)
+    body = (k, sync, k, other, k, sync, k)
+    assert KernelIssue(kernel_s=10e-6).parts(body) == ((k,), (sync, k, other, k), (sync, k))
+    assert KernelIssue().parts(body) == (body,)  # no host modelled: nothing waits
+    assert KernelIssue(kernel_s=10e-6).parts((sync, k)) == ((sync, k),)
+
+
+def test_the_dispatch_sync_costs_a_slow_host_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a host as slow as Grace (33 us a kernel), the GPU idles after each dispatch while the
+    host issues the expert GEMMs it could not queue ahead; without the sync it would not."""
+    from ghsim.engine.simulator import KernelIssue
+    slow = [*_scenario(8, "parallelism.ep=8"), "system.node.cpu.cpu.compute.kernel_issue_us=33"]
+    synced = simulate(load_scenario("llama3-8b-gh200", slow))
+    monkeypatch.setattr(KernelIssue, "parts", lambda self, body: (body,))
+    free = simulate(load_scenario("llama3-8b-gh200", slow))
+    assert synced.step_time_s > free.step_time_s
+    assert synced.breakdown_s["cpu"] > free.breakdown_s["cpu"]

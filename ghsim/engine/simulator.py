@@ -88,6 +88,16 @@ def _category(step: Kernel) -> str:
         step.klass, "elementwise")
 
 
+@dataclass(frozen=True, slots=True)
+class _Issue:
+    """One part of a compute op's body as its host issues it."""
+
+    launches: int
+    issue_s: float
+    kernel_s: float
+    """GPU seconds of the part's kernels."""
+
+
 @dataclass(frozen=True)
 class KernelIssue:
     """The framework thread that issues each rank's kernels, one after another.
@@ -114,6 +124,16 @@ class KernelIssue:
             return self.kernel_s if body else 0.0
         extra = sum(s.groups - 1 for s in body if isinstance(s, Kernel))
         return len(body) * self.kernel_s + extra * self.extra_launch_s
+
+    def parts(self, body: tuple[Step, ...]) -> tuple[tuple[Step, ...], ...]:
+        """The body cut before each collective the host waits for (``Comm.host_sync``): the
+        host issues each part only once the GPU has run the parts before it. Without a
+        modelled host: one part."""
+        if self.kernel_s <= 0:
+            return (body,)
+        cuts = [i for i, step in enumerate(body)
+                if i and isinstance(step, Comm) and step.host_sync]
+        return tuple(body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True))
 
     def wait_s(self, issued: float, now: float, launches: int, gpu_s: float,
                issue_s: float | None = None) -> float:
@@ -145,6 +165,7 @@ class Simulator:
         self.tp_comm_overlap = tp_comm_overlap
         self.ep_overlap = ep_overlap
         self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[Segment, ...]]] = {}
+        self._issues: dict[int, tuple[_Issue, ...]] = {}
         self.issue = issue or KernelIssue()
         self.host_clock: dict[str, float] = {}
         """Per rank class: when its framework thread has issued every compute op so far."""
@@ -170,17 +191,49 @@ class Simulator:
                                                  self.ep_overlap))
         return self._bodies[key]
 
+    def issues(self, body: tuple[Step, ...]) -> tuple[_Issue, ...]:
+        """How the host issues a compute op's body: part by part between its syncs (cached)."""
+        key = id(body)
+        if key not in self._issues:
+            # with the all-to-alls overlapped, another micro-batch's kernels keep the GPU busy
+            # while the host waits, so no sync holds it (KernelIssue.parts)
+            split = (body,) if self.ep_overlap else self.issue.parts(body)
+            self._issues[key] = tuple(
+                _Issue(self.issue.launches(part), self.issue.issue_s(part),
+                       sum(self.gpu.kernel_s(k) for k in part if isinstance(k, Kernel)))
+                for part in split)
+        return self._issues[key]
+
+    def _resume_host(self, owner: str, part: _Issue) -> float:
+        """The host, held at a sync until the GPU got here, issues ``part``: how long the GPU
+        now waits for it."""
+        issued = max(self.env.now, self.host_clock.get(owner, 0.0))
+        self.host_clock[owner] = issued + part.issue_s
+        return self.issue.wait_s(issued, self.env.now, part.launches, part.kernel_s,
+                                 part.issue_s)
+
     def _segments(self, timeline: ClassTimeline, parts: dict[str, float],
-                  body: tuple[Segment, ...]) -> Generator[simpy.Event, Any, None]:
+                  body: tuple[Segment, ...], later: tuple[_Issue, ...] = ()
+                  ) -> Generator[simpy.Event, Any, None]:
         """Run a compute op's segments; each inline collective's exposed seconds go to its
-        group in ``parts``."""
+        group in ``parts``. ``later``: the body's parts after the first, which the host
+        issues at each of its syncs; the GPU's wait for them goes to ``cpu``."""
         rank_class = timeline.rank_class
+        pending = list(later)
         for segment in body:
             step = segment.comm
             if step is None:
                 if segment.kernel_s:
                     yield self.env.timeout(segment.kernel_s)
                 continue
+            if step.host_sync and pending:
+                if segment.kernel_s:
+                    yield self.env.timeout(segment.kernel_s)
+                wait = self._resume_host(rank_class.name, pending.pop(0))
+                if wait > 0:
+                    parts["cpu"] = parts.get("cpu", 0.0) + wait
+                    yield self.env.timeout(wait)
+                segment = Segment(0.0, step, segment.overlap_s)
             group = rank_class.groups[step.group]
             wire = wire_bytes(step.collective, step.bytes, group.size)
             plan = self.planner.collective(rank_class, group, step.collective, wire, step.dedup)
@@ -255,16 +308,16 @@ class Simulator:
         elif op.kind == "compute":
             kernels, body = self.body_parts(op.body, rank_class)
             parts = dict(kernels)
+            later: list[_Issue] = []
             if "fallback_s" in op.attrs:
                 parts[op.attrs["category"]] = op.attrs["fallback_s"]
                 body = (Segment(op.attrs["fallback_s"]),)
             elif "not_before_s" not in op.attrs:  # an imported trace has its own launch times
-                launches = self.issue.launches(op.body)
+                first, *later = self.issues(op.body)
                 issued = self.host_clock.get(owner, 0.0)
-                issue_s = self.issue.issue_s(op.body)
-                self.host_clock[owner] = issued + issue_s
-                wait = self.issue.wait_s(issued, self.env.now, launches, sum(kernels.values()),
-                                         issue_s)
+                self.host_clock[owner] = issued + first.issue_s
+                wait = self.issue.wait_s(issued, self.env.now, first.launches, first.kernel_s,
+                                         first.issue_s)
                 if wait > 0:
                     parts["cpu"] = wait
                     yield self.env.timeout(wait)
@@ -275,7 +328,7 @@ class Simulator:
                 parts["overlap"] = overlap * self.gpu.overlap_slowdown
                 yield self.env.timeout(parts["overlap"])
             timeline.compute_parts[op.id] = parts
-            yield from self._segments(timeline, parts, body)
+            yield from self._segments(timeline, parts, body, tuple(later))
         elif op.kind == "collective":
             group = op.attrs.get("replay_group") or rank_class.groups[op.attrs["group"]]
             wire = wire_bytes(op.attrs["collective"], op.bytes, group.size)

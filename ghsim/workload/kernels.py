@@ -205,10 +205,11 @@ def _grouped(name: str, m: int, n: int, k: int, groups: int, s: LayerShapes) -> 
 
 
 def _ep(name: str, collective: str, nbytes: float, group: str, size: int,
-        dedup: tuple[int, float] = (0, 1.0)) -> list[Step]:
+        dedup: tuple[int, float] = (0, 1.0), host_sync: bool = False) -> list[Step]:
     if size == 1:
         return []
-    return [Comm(name, collective, group, nbytes, size, dedup)]  # type: ignore[arg-type]
+    return [Comm(name, collective, group, nbytes, size, dedup,  # type: ignore[arg-type]
+                 host_sync)]
 
 
 def moe_block(s: LayerShapes) -> list[Step]:
@@ -222,7 +223,9 @@ def moe_block(s: LayerShapes) -> list[Step]:
     GEMMs whose per-expert M is ``sp_tokens x top_k x etp x imbalance / local experts``; the
     results travel back (reduce-scatter over etp, all-to-all over ep) and are summed with
     their routing weights. Shared experts run as a dense MLP beside them, tensor-parallel
-    like the attention (its sequence-parallel gather and scatter included)."""
+    like the attention (its sequence-parallel gather and scatter included). The dispatch
+    waits for the host (``Comm.host_sync``): routing is dropless, so the host must read the
+    token counts before it can issue the dispatch and the expert GEMMs."""
     assert s.moe is not None
     m = s.moe
     t, h, e = s.sp_tokens, s.hidden, s.act_bytes
@@ -232,7 +235,9 @@ def moe_block(s: LayerShapes) -> list[Step]:
         Kernel("router.topk", 0.0, t * m.experts * 4 * 2, "fp32", (t, m.experts)),
         _eltwise("moe.permute", slots * h, s),
     ]
-    steps += _ep("moe.dispatch", "all_to_all", slots * h * e, "ep", m.ep, m.dedup)
+    # the host reads the per-expert token counts before the dispatch (Comm.host_sync)
+    steps += _ep("moe.dispatch", "all_to_all", slots * h * e, "ep", m.ep, m.dedup,
+                 host_sync=True)
     received = slots * m.etp
     steps += _ep("moe.etp_all_gather", "all_gather", received * h * e, "etp", m.etp)
     per_expert = max(1, math.ceil(received * m.imbalance / m.local_experts))
@@ -342,7 +347,8 @@ def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
         elif step.name in _NO_SP_BACKWARD:
             steps.append(replace(step, name=_NO_SP_BACKWARD[step.name]))
         else:
-            steps += [replace(step, name=name, collective=kind)  # type: ignore[arg-type]
+            steps += [replace(step, name=name, collective=kind,  # type: ignore[arg-type]
+                              host_sync=False)  # the counts are known from the forward
                       for name, kind in _BACKWARD_COMM[step.name]]
     return steps
 
