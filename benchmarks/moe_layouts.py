@@ -1,0 +1,77 @@
+"""Qwen3-235B-A22B on 256 H100 under the five layouts Megatron-MoE-ModelZoo measured: ghsim's
+step times and their order against the measured ones.
+
+Issue 13 asks that, for runs of one model on one cluster under different layouts, the
+predicted order of step times match the measured order. The ModelZoo's H100 table
+(yanring/Megatron-MoE-ModelZoo@e8650517d:best_practice/qwen3/readme.md; 256 H100, NVLink4,
+InfiniBand 8 x 50 GB/s, BF16, sequence 4096, GBS 2048) gives five layouts of the same job; two
+are validation points (validation/moe.yaml), the other three are built here from the first of
+them with the table's columns as overrides. Nothing is fitted: this prints what the model does.
+
+Run: ``python benchmarks/moe_layouts.py`` (about two minutes).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ghsim.config import load_scenario  # noqa: E402
+from ghsim.engine.simulate import simulate  # noqa: E402
+
+BASE = "zoo_qwen3_235b_h100_256_tp2_ep32_pp8"
+"""The validation point the layouts start from (TP2 EP32 PP8 VPP4, DeepEP, selective
+recompute of the norms and the activation)."""
+
+# name: (the table's measured step time in s, its columns as overrides of BASE)
+LAYOUTS: dict[str, tuple[float, list[str]]] = {
+    "tp2 ep32 pp8 vp4, deepep": (19.7, []),
+    "tp2 ep32 pp8 vp4, deepep, 1f1b a2a overlap": (17.6, ["parallelism.moe_a2a_overlap=true"]),
+    "tp2 ep8 fsdp(dp128), mbs4, full recompute": (17.6, [
+        "parallelism.ep=8", "parallelism.pp=1", "parallelism.vp=null", "parallelism.dp=128",
+        "parallelism.zero_stage=3", "parallelism.recompute=full",
+        "parallelism.recompute_modules=null", "training.micro_batch=4"]),
+    "tp2 ep8 pp32 vp3, alltoall": (24.2, [
+        "parallelism.ep=8", "parallelism.pp=32", "parallelism.vp=3", "parallelism.dp=4",
+        "parallelism.moe_dispatcher=alltoall"]),
+    "tp4 ep8 pp8 vp4, deepep, no recompute": (29.0, [
+        "parallelism.tp=4", "parallelism.ep=8", "parallelism.dp=8",
+        "parallelism.recompute=none", "parallelism.recompute_modules=null"]),
+}
+
+
+def base_file(directory: Path) -> Path:
+    """The base point's scenario as a scenario file."""
+    points = yaml.safe_load((ROOT / "validation" / "moe.yaml").read_text())
+    entries = points["points"] if isinstance(points, dict) else points
+    point = next(p for p in entries if p["id"] == BASE)
+    path = directory / f"{BASE}.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "kind": "scenario",
+                                    **point["scenario"]}, sort_keys=False))
+    return path
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = base_file(Path(tmp))
+        rows = []
+        for name, (measured, overrides) in LAYOUTS.items():
+            result = simulate(load_scenario(base, overrides))
+            rows.append((name, measured, result.step_time_s))
+    rank_measured = {r[0]: i for i, r in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
+    rank_ghsim = {r[0]: i for i, r in enumerate(sorted(rows, key=lambda r: r[2]), 1)}
+    print(f"{'layout':46s} {'measured':>9s} {'ghsim':>7s} {'error':>7s}  rank (measured, ghsim)")
+    for name, measured, predicted in rows:
+        print(f"{name:46s} {measured:8.1f}s {predicted:6.2f}s "
+              f"{100 * (predicted / measured - 1):+6.1f}%  {rank_measured[name]}, "
+              f"{rank_ghsim[name]}")
+    print("(rank 1 is the fastest; the measured table ties the overlap and FSDP rows)")
+
+if __name__ == "__main__":
+    main()
