@@ -93,6 +93,8 @@ def segments(body: tuple[Step, ...], kernel_s: Callable[[Kernel], float],
 
 def overlapped_s(gemm_s: float, comm_s: float, slowdown: float, tp: int) -> float:
     """Seconds of a GEMM and a collective pipelined in ``tp`` chunks: the longer of the GEMM
-    (slowed by ``slowdown`` while communication kernels share its SMs) and the collective, plus
-    the one chunk of the shorter that has nothing to hide behind."""
-    return max(gemm_s * (1 + slowdown), comm_s) + min(gemm_s, comm_s) / max(tp, 1)
+    and the collective, plus the one chunk of the shorter that has nothing to hide behind. The
+    GEMM is slowed by ``slowdown`` only while the communication kernels share its SMs: for the
+    collective's seconds, or its own if it is the shorter."""
+    return (max(gemm_s + slowdown * min(gemm_s, comm_s), comm_s)
+            + min(gemm_s, comm_s) / max(tp, 1))

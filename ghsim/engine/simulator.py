@@ -250,7 +250,7 @@ class Simulator:
             start = self.env.now
             ended: list[float] = []
             exchange = self._recorded(plan, wire, rank_class.name, step.group, ended)
-            beside = self.env.timeout(segment.overlap_s * (1 + self.gpu.overlap_slowdown))
+            beside = self.env.timeout(segment.overlap_s)
             yield self.env.all_of([beside, self.env.process(exchange)])
             # both have run side by side; what is left is the chunk that could not overlap
             total = overlapped_s(segment.overlap_s, ended[0] - start, self.gpu.overlap_slowdown,
