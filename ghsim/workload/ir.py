@@ -65,11 +65,12 @@ class Comm:
     internode kernels): the token's copies (``top_k``) and the share of the group's domains
     its router may pick (group-limited routing); ``(0, 1.0)``: every copy travels."""
     host_sync: bool = False
-    """The framework thread waits here until the GPU has run everything before: a dropless
-    MoE dispatch needs each expert's token count on the host to size its buffers and grouped
+    """The framework thread waits here until the GPU has run everything before: a MoE
+    dispatch needs each expert's token count on the host to size its buffers and grouped
     GEMMs (Megatron-Core's all-to-all dispatcher synchronizes on a device-to-host copy of the
-    counts, DeepEP's dispatch busy-waits for the received counts), so the host cannot run ahead
-    past it and issues what follows while the GPU waits."""
+    counts, before the all-to-all when routing is dropless and before the permutation with a
+    capacity factor; DeepEP's dispatch busy-waits for the received counts), so the host cannot
+    run ahead past it and issues what follows while the GPU waits."""
 
 
 Step = Kernel | Comm

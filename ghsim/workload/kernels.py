@@ -224,8 +224,9 @@ def moe_block(s: LayerShapes) -> list[Step]:
     results travel back (reduce-scatter over etp, all-to-all over ep) and are summed with
     their routing weights. Shared experts run as a dense MLP beside them, tensor-parallel
     like the attention (its sequence-parallel gather and scatter included). The dispatch
-    waits for the host (``Comm.host_sync``): routing is dropless, so the host must read the
-    token counts before it can issue the dispatch and the expert GEMMs."""
+    waits for the host (``Comm.host_sync``), which must read the token counts before it can
+    issue the dispatch and the expert GEMMs (with a capacity factor Megatron reads them a
+    little earlier, before the permutation: the same one wait a layer)."""
     assert s.moe is not None
     m = s.moe
     t, h, e = s.sp_tokens, s.hidden, s.act_bytes
