@@ -28,10 +28,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from moe_layouts import base_file  # noqa: E402
 
 from ghsim.config import load_scenario  # noqa: E402
 from ghsim.costmodel.gpu import GpuCostModel  # noqa: E402
@@ -71,16 +72,6 @@ def measured_attention() -> Iterator[None]:
         GpuCostModel.attention_s = original  # type: ignore[method-assign]
 
 
-def base_file(directory: Path) -> Path:
-    points = yaml.safe_load((ROOT / "validation" / "moe.yaml").read_text())
-    entries = points["points"] if isinstance(points, dict) else points
-    point = next(p for p in entries if p["id"] == BASE)
-    path = directory / f"{BASE}.yaml"
-    path.write_text(yaml.safe_dump({"schema_version": 1, "kind": "scenario",
-                                    **point["scenario"]}, sort_keys=False))
-    return path
-
-
 def model_tflops(base: Path, seq: int, cp: int) -> float:
     overrides = [f"training.seq_len={seq}", f"parallelism.cp={cp}", f"parallelism.dp={8 // cp}",
                  "training.global_batch=256", "parallelism.recompute=selective",
@@ -92,7 +83,7 @@ def model_tflops(base: Path, seq: int, cp: int) -> float:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        base = base_file(Path(tmp))
+        base = base_file(Path(tmp), BASE)
         shipped = {seq: model_tflops(base, seq, cp) for seq, (cp, _, _) in ROWS.items()}
         with measured_attention():
             measured = {seq: model_tflops(base, seq, cp) for seq, (cp, _, _) in ROWS.items()}

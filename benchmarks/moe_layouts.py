@@ -46,12 +46,12 @@ LAYOUTS: dict[str, tuple[float, list[str]]] = {
 }
 
 
-def base_file(directory: Path) -> Path:
-    """The base point's scenario as a scenario file."""
+def base_file(directory: Path, point_id: str = BASE) -> Path:
+    """A validation point of validation/moe.yaml as a scenario file in ``directory``."""
     points = yaml.safe_load((ROOT / "validation" / "moe.yaml").read_text())
     entries = points["points"] if isinstance(points, dict) else points
-    point = next(p for p in entries if p["id"] == BASE)
-    path = directory / f"{BASE}.yaml"
+    point = next(p for p in entries if p["id"] == point_id)
+    path = directory / f"{point_id}.yaml"
     path.write_text(yaml.safe_dump({"schema_version": 1, "kind": "scenario",
                                     **point["scenario"]}, sort_keys=False))
     return path
