@@ -346,7 +346,7 @@ def _dispatches(overrides: list[str]) -> list[Comm]:
 
 
 def test_only_a_forward_dispatch_waits_for_the_host() -> None:
-    """Megatron's dropless dispatchers read the token counts on the host in the forward pass;
+    """Megatron's dispatchers read the token counts on the host in the forward pass;
     the backward reuses them; a recomputed MoE block reads them again."""
     plain = _dispatches(_scenario(8, "parallelism.ep=8"))
     assert {(c.name, c.host_sync) for c in plain} == {("moe.dispatch", True),
