@@ -337,7 +337,7 @@ def test_an_unknown_recompute_module_is_refused(capsys: pytest.CaptureFixture[st
     assert len(err) == 1 and "recompute_modules" in err[0], err
 
 
-# -- the host sync of a dropless dispatch ----------------------------------------------------------
+# -- the host sync of a MoE dispatch ---------------------------------------------------------------
 
 def _dispatches(overrides: list[str]) -> list[Comm]:
     workload = lower(load_scenario("llama3-8b-gh200", overrides))
