@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hopper_probe import TinyLM, probe_info, run_sections, save_trace
+from hopper_probe import TinyLM, output_dir, probe_info, run_sections, save_trace
 from power_probe import MODELS, _sampled, _step_flops
 
 E4M3 = torch.float8_e4m3fn
@@ -131,14 +131,13 @@ def steady(name: str, precision: str, out_dir: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_dir()
     out = out_dir / "fp8_probe.json"
-    results: dict[str, Any] = {"info": {
-        **probe_info("fp8_probe.py"),
-        "how": "as power_probe.py; FP8 Linear layers as the module docstring says; the GEMM "
-               "TFLOP/s of a step count every GEMM FLOP of the model (the BF16 LM head "
-               "included) over every GEMM kernel's time"}}
+    results: dict[str, Any] = {"info": probe_info(
+        "fp8_probe.py",
+        "as power_probe.py; FP8 Linear layers as the module docstring says; the GEMM "
+        "TFLOP/s of a step count every GEMM FLOP of the model (the BF16 LM head "
+        "included) over every GEMM kernel's time")}
     sections: list[tuple[str, Any]] = [("loops", loops)]
     for name in ("llama-8b-layers", "llama-70b-layers"):
         for precision in ("fp8", "bf16"):

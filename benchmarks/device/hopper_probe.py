@@ -369,9 +369,17 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def probe_info(script: str) -> dict[str, Any]:
+def output_dir() -> Path:
+    """The folder a probe writes into: its first argument (default: here), created."""
+    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir
+
+
+def probe_info(script: str, how: str | None = None) -> dict[str, Any]:
     """What every probe's results start with: the GPU, the software, the power limit and
-    clocks as nvidia-smi reports them, the host CPU, the date and the command."""
+    clocks as nvidia-smi reports them, the host CPU, the date, the command and (if given)
+    how the probe measures."""
     cuda = torch.cuda.is_available()
     return {"gpu": torch.cuda.get_device_name(0) if cuda else "none",
             "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -380,7 +388,8 @@ def probe_info(script: str) -> dict[str, Any]:
             "max_sm_clock_mhz": (_smi("clocks.max.sm") or [None])[0],
             "driver": (_smi("driver_version") or [None])[0],
             "cpu": _cpu_model(), "date": time.strftime("%Y-%m-%d"),
-            "command": f"python benchmarks/device/{script} " + " ".join(sys.argv[1:])}
+            "command": f"python benchmarks/device/{script} " + " ".join(sys.argv[1:]),
+            **({"how": how} if how else {})}
 
 
 def run_sections(out: Path, results: dict[str, Any],
@@ -539,9 +548,8 @@ def training_step(name: str, micro_batch: int, device: str, seq: int | None = No
 
 
 def main() -> None:
-    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+    out_dir = output_dir()
     quick = "--quick" in sys.argv  # tiny sizes on a CPU, to test this script
-    out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / "hopper_probe.json"
     device = "cuda" if torch.cuda.is_available() else "cpu"
     results: dict[str, Any] = {"info": probe_info("hopper_probe.py")}

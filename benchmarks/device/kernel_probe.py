@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hopper_probe import _Sampler, probe_info, run_sections, timed
+from hopper_probe import _Sampler, output_dir, probe_info, run_sections, timed
 
 GRAPHED_SHAPES = [
     (4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072),
@@ -195,15 +195,14 @@ def attention() -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_dir()
     out = out_dir / "kernel_probe.json"
-    results: dict[str, Any] = {"info": {
-        **probe_info("kernel_probe.py"),
-        "how": "GEMM rows: GPU time per call from CUDA events around replays of a CUDA graph of "
-               "20 calls (5 for grouped, 2 for the per-expert loop), random normal data; "
-               "attention rows as in hopper_probe.py (FLOPs counted as Megatron does: "
-               "2 b h s^2 (d_qk + d_v) forward, causal not halved, backward twice that)"}}
+    results: dict[str, Any] = {"info": probe_info(
+        "kernel_probe.py",
+        "GEMM rows: GPU time per call from CUDA events around replays of a CUDA graph of "
+        "20 calls (5 for grouped, 2 for the per-expert loop), random normal data; "
+        "attention rows as in hopper_probe.py (FLOPs counted as Megatron does: "
+        "2 b h s^2 (d_qk + d_v) forward, causal not halved, backward twice that)")}
     run_sections(out, results, [("sustained", sustained), ("gemm_graphed", gemm_graphed),
                                 ("grouped", grouped), ("attention", attention)])
     for section in ("sustained", "gemm_graphed", "grouped", "attention"):

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hopper_probe import TinyLM, _Sampler, probe_info, run_sections, save_trace, timed
+from hopper_probe import TinyLM, _Sampler, output_dir, probe_info, run_sections, save_trace, timed
 
 MODELS: dict[str, dict[str, Any]] = {
     "llama-300m": dict(layers=6, hidden=2048, heads=16, kv_heads=4, ffn=6144, vocab=128256,
@@ -127,16 +127,15 @@ def steady(name: str, out_dir: Path, compiled: bool = False) -> dict[str, Any]:
 
 
 def main() -> None:
-    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_dir()
     out = out_dir / ("power_probe_compiled.json" if "--compiled" in sys.argv
                      else "power_probe.json")
-    results: dict[str, Any] = {"info": {
-        **probe_info("power_probe.py"),
-        "how": "medians of NVML's SM clock and board power sampled every 50 ms while each loop "
-               "ran; micro-batches of the plain-PyTorch models of hopper_probe.py (bf16 "
-               "weights, SDPA attention, no optimizer step) back to back; GEMM FLOPs counted "
-               "from the model's shapes, attention as Megatron does"}}
+    results: dict[str, Any] = {"info": probe_info(
+        "power_probe.py",
+        "medians of NVML's SM clock and board power sampled every 50 ms while each loop "
+        "ran; micro-batches of the plain-PyTorch models of hopper_probe.py (bf16 "
+        "weights, SDPA attention, no optimizer step) back to back; GEMM FLOPs counted "
+        "from the model's shapes, attention as Megatron does")}
     if "--compiled" in sys.argv:  # the element-wise work fused, against eager
         sections: list[tuple[str, Any]] = [
             (f"steady_{name}{'_compiled' if c else ''}",
