@@ -127,18 +127,25 @@ class Gpu:
             self.c["reference_k"])
         return min(1.0, self.wave(m, n) * self.k_factor(k) / ref)
 
-    def gemm(self, m: int, n: int, k: int) -> float:
+    def gemm(self, m: int, n: int, k: int, nbytes: float | None = None) -> float:
         """(m x k) @ (k x n) in BF16: reads both operands, writes the output."""
         flops = 2 * m * n * k
-        nbytes = 2 * (m * k + k * n + m * n)
+        if nbytes is None:
+            nbytes = 2 * (m * k + k * n + m * n)
         rate = self.peak * self.c["gemm_eff"] * self.shape_eff(m, n, k)
         p = self.c["ridge_p"]
         compute, memory = flops / rate, nbytes / self.stream
         return (compute ** p + memory ** p) ** (1 / p) + self.launch
 
+    def wgrad(self, k: int, n: int, m: int) -> float:
+        """The weight gradient (k x m) @ (m x n) of an (m x k) @ (k x n) GEMM: reads the
+        input and the output gradient in BF16, reads and writes the FP32 main gradient it
+        accumulates into (Megatron's gradient_accumulation_fusion)."""
+        return self.gemm(k, n, m, nbytes=2 * (m * k + m * n) + 2 * 4 * k * n)
+
     def gemm_fwd_bwd(self, m: int, n: int, k: int) -> float:
         """Forward, data gradient (m x n) @ (n x k) and weight gradient (k x m) @ (m x n)."""
-        return self.gemm(m, n, k) + self.gemm(m, k, n) + self.gemm(k, n, m)
+        return self.gemm(m, n, k) + self.gemm(m, k, n) + self.wgrad(k, n, m)
 
     def flash(self, flops: float, nbytes: float) -> float:
         return max(flops / (self.peak * self.c["attention_eff"]), nbytes / self.stream) \
@@ -185,7 +192,7 @@ def layer_backward_s(gpu: Gpu, t: int) -> dict[str, float]:
     """Each GEMM's data and weight gradients; flash attention's backward at twice its forward
     work and traffic; each element-wise kernel's backward at 1.5 times its bytes."""
     flops, nbytes = flash_work(t)
-    return {"gemm": sum(gpu.gemm(m, k, n) + gpu.gemm(k, n, m) for m, n, k in layer_gemms(t)),
+    return {"gemm": sum(gpu.gemm(m, k, n) + gpu.wgrad(k, n, m) for m, n, k in layer_gemms(t)),
             "attention": gpu.flash(2 * flops, 2 * nbytes),
             "elementwise": sum(gpu.memory_bound(1.5 * b) for b in layer_elementwise(t))}
 

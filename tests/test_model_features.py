@@ -342,6 +342,26 @@ def test_fp8_caches_each_gemm_weight_and_its_transpose(precision: str, zero_stag
 
 # -- tied embeddings -------------------------------------------------------------------------
 
+def test_learned_positions_rotate_nothing_and_add_at_the_embedding() -> None:
+    """GPT-2/3-style learned positions: no RoPE kernel in a layer (RoPE reads and writes
+    t x (64 + 64) BF16 elements: 1,048,576 B), and the embedding reads its position table's
+    rows besides the token rows (t x 64 x 2 B x 3 = 786,432 B, not 524,288); the table itself
+    is 2048 x 64 more parameters; model FLOPs unchanged."""
+    from ghsim.workload.kernels import embedding_forward
+    rope = scenario()
+    learned = scenario({"position_embedding": "learned", "max_position_embeddings": S})
+    rope_shapes, learned_shapes = (layer_shapes(s.spec, s.layout) for s in (rope, learned))
+    rotated = {k.name: k for k in layer_forward(rope_shapes) if isinstance(k, Kernel)}
+    assert rotated["rope"].bytes == 1_048_576
+    assert {k.name for k in layer_forward(learned_shapes) if isinstance(k, Kernel)} == set(
+        rotated) - {"rope"}
+    assert "rope.bwd" not in {k.name for k in layer_backward(learned_shapes)}
+    (lookup,) = embedding_forward(learned_shapes)
+    assert isinstance(lookup, Kernel) and lookup.bytes == 786_432
+    assert parameter_count(learned.spec.model).total == PARAMS + S * 64
+    assert lower(learned).model_flops_per_step == lower(rope).model_flops_per_step
+
+
 def test_untied_output_matrix_has_parameters_gradients_states_and_traffic() -> None:
     """Untied: the V x h output matrix (64,000 parameters) adds its BF16 weight, FP32 gradient,
     Adam's 12 B of states and its 4 B gradient to the data-parallel all-reduce; the logits GEMM

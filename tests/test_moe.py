@@ -77,6 +77,52 @@ def test_experts_run_as_grouped_gemms_of_their_share_of_the_tokens() -> None:
     assert up.flops == 2.0 * per_expert * 2 * EFFN * H * local
 
 
+def _backward_kernels(overrides: list[str]) -> dict[str, Kernel]:
+    workload = lower(load_scenario("llama3-8b-gh200", overrides))
+    return {k.name: k for op in workload.classes[0].ops if op.attrs.get("phase") == "B"
+            for k in op.body if isinstance(k, Kernel)}
+
+
+def test_an_expert_weight_gradient_accumulates_into_its_main_gradient_by_hand() -> None:
+    """Each expert's weight-gradient GEMM reads the layer input and output gradient of its
+    tokens and reads and writes its FP32 main gradient (Megatron's default with bf16)."""
+    local = EXPERTS // 4
+    per_expert = 1024 * TOP_K // local
+    up = _backward_kernels(_scenario(8, "parallelism.ep=4"))["experts.up.wgrad"]
+    assert up.shape == (H, 2 * EFFN, per_expert) and up.groups == local
+    inputs = (per_expert * H + per_expert * 2 * EFFN) * 2
+    assert up.bytes == local * (inputs + 2 * H * 2 * EFFN * 4)
+    bf16 = _backward_kernels(_scenario(8, "parallelism.ep=4", "training.main_grads=bf16"))
+    assert bf16["experts.up.wgrad"].bytes == local * (inputs + 2 * H * 2 * EFFN * 2)
+
+
+def test_fp32_main_gradients_slow_experts_with_few_tokens_each() -> None:
+    """With 256 token copies an expert, an expert's weight-gradient GEMM is bound by its main
+    gradient's traffic, and BF16 main gradients shorten it and the step; a dense layer's over
+    4096 tokens is compute-bound and hides it."""
+    gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
+    few = _scenario(8, "parallelism.ep=8", "model.moe.experts=64", "training.seq_len=512")
+    fp32, bf16 = (_backward_kernels([*few, f"training.main_grads={g}"])["experts.up.wgrad"]
+                  for g in ("fp32", "bf16"))
+    assert fp32.shape[2] == 256
+    assert gpu.kernel_s(fp32) > 1.2 * gpu.kernel_s(bf16)
+    dense = _scenario(8, "parallelism.ep=8", "training.seq_len=4096")
+    qkv32, qkv16 = (_backward_kernels([*dense, f"training.main_grads={g}"])["qkv.wgrad"]
+                    for g in ("fp32", "bf16"))
+    assert gpu.kernel_s(qkv16) < gpu.kernel_s(qkv32) < 1.01 * gpu.kernel_s(qkv16)
+    step32 = simulate(load_scenario("llama3-8b-gh200", few)).step_time_s
+    step16 = simulate(load_scenario("llama3-8b-gh200", [*few, "training.main_grads=bf16"]))
+    assert step32 > step16.step_time_s
+
+
+def test_unfused_attention_gemms_have_no_main_gradient() -> None:
+    """Standard attention's score and value GEMMs multiply two activations: their backward
+    accumulates into no parameter."""
+    kernels = _backward_kernels(_scenario(8, "parallelism.ep=4", "training.attention=standard"))
+    forward = kernels["attn.qk.dgrad"]
+    assert kernels["attn.qk.wgrad"].bytes == forward.bytes
+
+
 def test_grouped_gemm_tiles_share_the_waves_by_hand() -> None:
     gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
     # 16 experts of 256 x 1024 outputs: 2 x 8 = 16 tiles each, 256 tiles in 2 waves of 132
@@ -114,6 +160,26 @@ def test_deepep_sends_a_token_once_per_remote_domain() -> None:
     deepep = simulate(load_scenario("llama3-8b-gh200", [*base,
                                                          "parallelism.moe_dispatcher=deepep"]))
     assert deepep.breakdown_s["ep"] < naive.breakdown_s["ep"]
+
+
+def test_deepep_inside_a_node_sends_a_token_once_per_rank() -> None:
+    """EP 8 inside one node, top-4 of 16 experts: a token reaches 8 (1 - (7/8)^4) = 3.31
+    distinct ranks for its 4 copies, so DeepEP puts 0.828 of the copies' bytes on each GPU's
+    NVLink port; with top-1 there is nothing to share and both dispatchers move the same."""
+    share = 8 * (1 - (7 / 8) ** 4) / 4
+    assert _deduplicated((4, 1.0), 8) == pytest.approx(share)
+
+    def port_bytes(overrides: list[str]) -> float:
+        result = simulate(load_scenario("llama3-8b-gh200", overrides))
+        return next(link["bytes"] for link in result.links
+                    if link["name"] == "n0.gpu0>n0.nvswitch")
+
+    for top_k, expected in ((TOP_K, share), (1, 1.0)):
+        base = [*_scenario(8, "parallelism.ep=8"), f"model.moe.top_k={top_k}"]
+        copies = collective_bytes(lower(load_scenario("llama3-8b-gh200", base))
+                                  .classes[0])["ep"]
+        saved = port_bytes(base) - port_bytes([*base, "parallelism.moe_dispatcher=deepep"])
+        assert saved == pytest.approx(copies * (1 - expected), abs=1.0)
 
 
 def test_measured_imbalance_stretches_the_busiest_expert_rank() -> None:

@@ -67,7 +67,10 @@ def _deduplicated(dedup: tuple[int, float], domains: int) -> float:
     """The share of an all-to-all's remote token copies that cross the network when each
     token travels once per remote domain it is routed to (DeepEP): a token's ``k`` copies land
     uniformly on the ``spread`` share of the ``domains`` its router may pick, so it reaches
-    ``d (1 - (1 - 1/d)^k)`` distinct domains of the ``d`` eligible, against ``k`` copies."""
+    ``d (1 - (1 - 1/d)^k)`` distinct domains of the ``d`` eligible, against ``k`` copies.
+    With the group's ranks as the ``domains`` it is the share DeepEP's NVLink part sends: a
+    token once per rank (deepseek-ai/DeepEP ``intranode::dispatch`` over ``is_token_in_rank``;
+    the receiving rank copies it to each of its experts)."""
     k, spread = dedup
     if k <= 1 or domains <= 1:
         return 1.0
@@ -319,6 +322,9 @@ class TrafficPlanner:
         if collective == "all_to_all":  # each member sends 1/n of its buffer to every other
             outside, inside = (n - per_domain) / (n - 1), (per_domain - 1) / (n - 1)
             outside *= _deduplicated(dedup, domains)
+            # DeepEP's NVLink part sends a token once to each rank of the domain it is routed
+            # to: its k copies over the group's n ranks hit n (1 - (1 - 1/n)^k) of them
+            inside *= _deduplicated((dedup[0], 1.0), n)
         else:  # rings: W/m of each member's wire bytes cross the network, the rest NVLink
             outside = 1.0 / per_domain if domains > 1 else 0.0
             inside = 1.0 - outside

@@ -169,7 +169,8 @@ def _qkv_attention(s: LayerShapes) -> list[Step]:
     if s.qk_norm:  # Qwen3 / Megatron --qk-layernorm: normalized before RoPE
         steps += [_eltwise("q_norm", t * s.q_width, s, klass="norm"),
                   _eltwise("k_norm", t * s.kv_width, s, klass="norm")]
-    steps += [_eltwise("rope", t * (s.q_width + s.kv_width), s)]
+    if s.rotary:  # learned or no position embeddings rotate nothing
+        steps += [_eltwise("rope", t * (s.q_width + s.kv_width), s)]
     steps += _cp_kv("attn.cp_kv_gather", "all_gather", s)
     steps += attention_core(s)
     steps += _fp8_cast("proj", t * s.q_width, s)
@@ -259,12 +260,29 @@ def moe_block(s: LayerShapes) -> list[Step]:
     return steps
 
 
-def _backward_of(kernel: Kernel) -> list[Step]:
-    """Data- and weight-gradient kernels of a forward kernel."""
+_WEIGHTLESS_GEMMS = ("attn.qk", "attn.av")
+"""GEMMs of two activations (unfused attention): their second backward GEMM is an activation
+gradient, not a weight gradient."""
+
+
+def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
+    """Data- and weight-gradient kernels of a forward kernel.
+
+    A weight-gradient GEMM accumulates into the parameter's main gradient, which it reads and
+    writes in ``s.grad_bytes``, besides reading the layer's input and output gradient:
+    Megatron's gradient_accumulation_fusion (on by default) hands Transformer Engine
+    ``fuse_wgrad_accumulation``, whose wgrad GEMM writes ``out=main_grad`` in its dtype with
+    ``accumulate`` (NVIDIA/TransformerEngine@d0067d0 module/linear.py; only a micro-batch TE
+    knows is the first skips the read). Where its K, the tokens a weight saw in the
+    micro-batch, is small (experts with few tokens each), that traffic outweighs its
+    arithmetic."""
     if kernel.klass == "gemm":
         m, n, k = kernel.shape
-        return [replace(kernel, name=f"{kernel.name}.dgrad", shape=(m, k, n)),
-                replace(kernel, name=f"{kernel.name}.wgrad", shape=(k, n, m))]
+        wgrad = replace(kernel, name=f"{kernel.name}.wgrad", shape=(k, n, m))
+        if kernel.name not in _WEIGHTLESS_GEMMS:
+            inputs = (m * k + m * n) * s.act_bytes
+            wgrad = replace(wgrad, bytes=kernel.groups * (inputs + 2 * k * n * s.grad_bytes))
+        return [replace(kernel, name=f"{kernel.name}.dgrad", shape=(m, k, n)), wgrad]
     if kernel.klass == "attention":
         return [replace(kernel, name=f"{kernel.name}.bwd", flops=2 * kernel.flops,
                         bytes=2 * kernel.bytes)]
@@ -344,7 +362,7 @@ def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
     steps = _recomputed(forward, s, moe)
     for step in reversed(forward):
         if isinstance(step, Kernel):
-            steps += _backward_of(step)
+            steps += _backward_of(step, s)
         elif step.name in _NO_SP_BACKWARD:
             steps.append(replace(step, name=_NO_SP_BACKWARD[step.name]))
         else:
@@ -355,8 +373,9 @@ def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
 
 
 def embedding_forward(s: LayerShapes) -> list[Step]:
-    """Token (and position) embedding lookup, scattered to the sequence-parallel layout."""
-    return [_eltwise("embedding", s.sp_tokens * s.hidden, s)]
+    """Token embedding lookup (plus the learned position embedding's, added to it: one more
+    read), scattered to the sequence-parallel layout."""
+    return [_eltwise("embedding", s.sp_tokens * s.hidden, s, reads=1 if s.rotary else 2)]
 
 
 def embedding_backward(s: LayerShapes) -> list[Step]:
@@ -427,7 +446,7 @@ def mtp_backward(s: LayerShapes, moe: bool) -> list[Step]:
     t, h = s.sp_tokens, s.hidden
     projection = _gemm("mtp.proj", t, h, 2 * h, replace(s, gemm_dtype="bf16",
                                                          weight_bytes=s.act_bytes))
-    steps += _backward_of(projection)
+    steps += _backward_of(projection, s)
     steps += [_eltwise("mtp.norms.bwd", 2 * t * h, s, reads=2, klass="norm"),
               _eltwise("mtp.embedding.bwd", t * h, s, reads=2)]
     return steps
@@ -435,7 +454,7 @@ def mtp_backward(s: LayerShapes, moe: bool) -> list[Step]:
 
 def head_backward(s: LayerShapes) -> list[Step]:
     steps: list[Step] = [_loss(s, backward=True)]
-    steps += _backward_of(_logits(s))
+    steps += _backward_of(_logits(s), s)
     if s.sequence_parallel:
         steps += _tp("final_ln.bwd_reduce_scatter", "reduce_scatter", s)
     elif s.tp > 1:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ghsim.config.layout import Layout
 from ghsim.config.schema import ScenarioSpec
 from ghsim.workload.modelsize import mla_dims
+from ghsim.workload.states import GRAD_BYTES
 
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
 """Bytes per activation element: FP8 recipes keep activations and communication in BF16."""
@@ -107,6 +108,9 @@ class LayerShapes:
     sequence_parallel: bool
     act_bytes: int
     weight_bytes: int
+    grad_bytes: int
+    """Bytes of a main-gradient element (``training.main_grads``), which each weight-gradient
+    GEMM reads and writes as it accumulates."""
     gemm_dtype: str
     flash: bool
     dropout: bool
@@ -116,6 +120,9 @@ class LayerShapes:
     fp8: bool
     fp8_recipe: str | None
     """Transformer Engine's FP8 scaling recipe (``TrainingSpec.fp8_recipe_resolved``)."""
+    rotary: bool
+    """Rotary position embeddings (``model.position_embedding: rope``): RoPE kernels on the
+    queries and keys of each layer; learned positions are added to the embedding instead."""
     qk_norm: bool
     """Per-head norms on the queries and keys (two norm kernels after the QKV projection)."""
     cross_entropy_fusion: bool
@@ -177,6 +184,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         sequence_parallel=par.sequence_parallel and tp > 1,
         act_bytes=ACTIVATION_BYTES[training.precision],
         weight_bytes=WEIGHT_READ_BYTES[training.precision],
+        grad_bytes=GRAD_BYTES[training.main_grads_resolved],
         gemm_dtype=GEMM_DTYPE[training.precision],
         flash=training.attention == "flash",
         dropout=model.dropout > 0,
@@ -184,6 +192,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         recompute_modules=par.recompute_modules_resolved,
         fp8=training.precision == "fp8",
         fp8_recipe=training.fp8_recipe_resolved,
+        rotary=model.position_embedding == "rope",
         qk_norm=model.qk_norm,
         cross_entropy_fusion=training.cross_entropy_fusion,
         attention_work=training.attention_work_fraction,

@@ -192,7 +192,8 @@ class ParallelismSpec(Spec):
         "(Megatron --moe-token-dispatcher-type alltoall): every routed copy of a token goes "
         "to its expert's rank. deepep (DeepEP, Megatron's flex dispatcher): a token crosses "
         "the network once per remote NVLink domain it is routed to and is forwarded to its "
-        "experts there over NVLink (group-limited routing narrows the domains it can reach).",
+        "experts there over NVLink (group-limited routing narrows the domains it can reach); "
+        "inside its own domain it goes once to each rank holding one of its experts.",
     )
     moe_a2a_overlap: bool = Field(
         default=False, description="Hide the MoE dispatch and combine all-to-alls behind "
