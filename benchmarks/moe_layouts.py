@@ -6,7 +6,10 @@ predicted order of step times match the measured order. The ModelZoo's H100 tabl
 (yanring/Megatron-MoE-ModelZoo@e8650517d:best_practice/qwen3/readme.md; 256 H100, NVLink4,
 InfiniBand 8 x 50 GB/s, BF16, sequence 4096, GBS 2048) gives five layouts of the same job; two
 are validation points (validation/moe.yaml), the other three are built here from the first of
-them with the table's columns as overrides. Nothing is fitted: this prints what the model does.
+them with the table's columns as overrides. Nothing is fitted: this prints what the model does,
+and the gap to the measured time per layer pass (one micro-batch through one layer of a stage,
+forward and backward), with the code branch the table names: a cost ghsim lacks that is paid
+once per layer pass shows there as a constant.
 
 Run: ``python benchmarks/moe_layouts.py`` (about two minutes).
 """
@@ -29,18 +32,20 @@ BASE = "zoo_qwen3_235b_h100_256_tp2_ep32_pp8"
 """The validation point the layouts start from (TP2 EP32 PP8 VPP4, DeepEP, selective
 recompute of the norms and the activation)."""
 
-# name: (the table's measured step time in s, its columns as overrides of BASE)
+# name: (the table's measured step time in s, its columns as overrides of BASE); the table's
+# Code column: moe_dev(f3e6c5) for the first two rows, main(1e057005) for the other three
 LAYOUTS: dict[str, tuple[float, list[str]]] = {
-    "tp2 ep32 pp8 vp4, deepep": (19.7, []),
-    "tp2 ep32 pp8 vp4, deepep, 1f1b a2a overlap": (17.6, ["parallelism.moe_a2a_overlap=true"]),
-    "tp2 ep8 fsdp(dp128), mbs4, full recompute": (17.6, [
+    "tp2 ep32 pp8 vp4, deepep [moe_dev]": (19.7, []),
+    "tp2 ep32 pp8 vp4, deepep, a2a overlap [moe_dev]": (17.6, [
+        "parallelism.moe_a2a_overlap=true"]),
+    "tp2 ep8 fsdp(dp128), mbs4, full recompute [main]": (17.6, [
         "parallelism.ep=8", "parallelism.pp=1", "parallelism.vp=null", "parallelism.dp=128",
         "parallelism.zero_stage=3", "parallelism.recompute=full",
         "parallelism.recompute_modules=null", "training.micro_batch=4"]),
-    "tp2 ep8 pp32 vp3, alltoall": (24.2, [
+    "tp2 ep8 pp32 vp3, alltoall [main]": (24.2, [
         "parallelism.ep=8", "parallelism.pp=32", "parallelism.vp=3", "parallelism.dp=4",
         "parallelism.moe_dispatcher=alltoall"]),
-    "tp4 ep8 pp8 vp4, deepep, no recompute": (29.0, [
+    "tp4 ep8 pp8 vp4, deepep, no recompute [main]": (29.0, [
         "parallelism.tp=4", "parallelism.ep=8", "parallelism.dp=8",
         "parallelism.recompute=none", "parallelism.recompute_modules=null"]),
 }
@@ -62,16 +67,21 @@ def main() -> None:
         base = base_file(Path(tmp))
         rows = []
         for name, (measured, overrides) in LAYOUTS.items():
-            result = simulate(load_scenario(base, overrides))
-            rows.append((name, measured, result.step_time_s))
+            scenario = load_scenario(base, overrides)
+            passes = (scenario.layout.micro_batches * scenario.spec.model.layers
+                      / scenario.layout.pp)
+            rows.append((name, measured, simulate(scenario).step_time_s, passes))
     rank_measured = {r[0]: i for i, r in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
     rank_ghsim = {r[0]: i for i, r in enumerate(sorted(rows, key=lambda r: r[2]), 1)}
-    print(f"{'layout':46s} {'measured':>9s} {'ghsim':>7s} {'error':>7s}  rank (measured, ghsim)")
-    for name, measured, predicted in rows:
-        print(f"{name:46s} {measured:8.1f}s {predicted:6.2f}s "
-              f"{100 * (predicted / measured - 1):+6.1f}%  {rank_measured[name]}, "
-              f"{rank_ghsim[name]}")
-    print("(rank 1 is the fastest; the measured table ties the overlap and FSDP rows)")
+    print(f"{'layout':48s} {'measured':>9s} {'ghsim':>7s} {'error':>7s} {'passes':>6s} "
+          f"{'gap/pass':>8s}  rank (measured, ghsim)")
+    for name, measured, predicted, passes in rows:
+        gap_ms = 1e3 * (measured - predicted) / passes
+        print(f"{name:48s} {measured:8.1f}s {predicted:6.2f}s "
+              f"{100 * (predicted / measured - 1):+6.1f}% {passes:6.0f} {gap_ms:6.2f}ms  "
+              f"{rank_measured[name]}, {rank_ghsim[name]}")
+    print("(rank 1 is the fastest; the measured table ties the overlap and FSDP rows; a pass is"
+          " one micro-batch through one layer of a stage)")
 
 if __name__ == "__main__":
     main()
