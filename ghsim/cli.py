@@ -138,6 +138,12 @@ def _workers(text: str) -> int:
     return _positive_int(text, MAX_WORKERS, "MAX_WORKERS")
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def _seq_len(text: str) -> int:
     return _positive_int(text, MAX_SEQ_LEN, "MAX_SEQ_LEN")
 
@@ -308,10 +314,12 @@ def _run_serving(scenario: ServingScenario, args: argparse.Namespace) -> int:
     return 0
 
 
-def _validation_report(points: str | Path, only: list[str] | None = None) -> dict[str, Any]:
+def _validation_report(points: str | Path, only: list[str] | None = None,
+                       workers: int | None = None) -> dict[str, Any]:
     """``ghsim validate --json`` of one file (its points whose id matches a glob of ``only``,
-    when given): every point's outcome, then the summary; a progress bar on standard error when
-    it is a terminal."""
+    when given, simulated on ``workers`` processes, by default one a core available): every
+    point's outcome, then the summary; a progress bar on standard error when it is a
+    terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -330,7 +338,8 @@ def _validation_report(points: str | Path, only: list[str] | None = None) -> dic
                   disable=not console.is_terminal, transient=True) as progress:
         task = progress.add_task("validate", total=None)
         results = run(points, lambda done, total: progress.update(task, completed=done,
-                                                                    total=total), only)
+                                                                    total=total), only,
+                      workers or _cores())
     return {"points": [asdict(o) for o in results], **summarize(results),
             "kind": "inference_points" if serving else "validation_points"}
 
@@ -349,7 +358,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     reports: dict[str, dict[str, Any]] = {}
     if not args.all:
         points = find_path(args.points) or args.points
-        report = _validation_report(points, args.only)
+        report = _validation_report(points, args.only, args.workers)
         if args.only and not report["points"]:
             raise InputError(str(points), "", f"--only {' '.join(args.only)!r} matches no "
                              "point id")
@@ -365,7 +374,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             sys.stderr.write(f"ghsim: validate --all: skipping {path.stem}: kind {kind!r} is "
                              "neither validation_points nor inference_points\n")
             continue
-        report = _validation_report(path, args.only)
+        report = _validation_report(path, args.only, args.workers)
         if args.only and not report["points"]:
             continue
         reports[path.stem] = report
@@ -605,6 +614,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--only", metavar="GLOB", action="append", default=None,
                           help="only the points whose id matches GLOB (repeatable), e.g. "
                           "'mlperf41_*'")
+    validate.add_argument("--workers", type=_workers, default=None,
+                          help="local worker processes simulating the points (default: the "
+                          "cores available)")
     validate.set_defaults(handler=cmd_validate)
 
     trace = commands.add_parser(

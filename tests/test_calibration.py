@@ -14,14 +14,41 @@ from typing import Any
 import pytest
 import yaml
 
+from ghsim import cli
 from ghsim.cli import main
 from ghsim.engine import validation
 from ghsim.engine.validation import summarize, validate_file
 from tests.conftest import ROOT
 
+CORES = cli._cores()
+"""The accuracy tests simulate their sets' points on every core available."""
+
+
+def test_a_set_simulated_in_parallel_is_the_set_simulated_in_turn(tmp_path: Path) -> None:
+    """Worker processes change nothing but the time: the same outcomes, in the file's order,
+    a broken point included."""
+    path = tmp_path / "points.yaml"
+    path.write_text(POINTS + POINTS.split("points:\n", 1)[1].replace("id: good", "id: again"))
+    serial = validate_file(path, workers=1)
+    assert [o.id for o in serial] == ["good", "points[1]", "again", "points[3]"]
+    assert validate_file(path, workers=3) == serial
+
+
+def test_without_worker_processes_a_set_runs_in_this_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no process can be started (a limit on processes or memory), the points run here."""
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    path = tmp_path / "points.yaml"
+    path.write_text(POINTS)
+    serial = validate_file(path, workers=1)
+    monkeypatch.setattr(validation, "ProcessPoolExecutor", refuse)
+    assert validate_file(path, workers=2) == serial
+
 
 def test_calibration_accuracy(calibration_file: Path) -> None:
-    outcomes = validate_file(calibration_file)
+    outcomes = validate_file(calibration_file, workers=CORES)
     summary = summarize(outcomes)
     failed = [o.failed for o in outcomes if o.failed]
     assert not failed, failed
@@ -41,7 +68,7 @@ def test_moe_points_all_simulate_within_a_regression_bound() -> None:
     preset's 1). The issue's target is a MAPE of 15 %; today's is 18.6 % (worst -43 %, Qwen3-235B
     at tp 4 / ep 8), so this bound only guards against regressions until the mechanisms that
     close the gap land."""
-    outcomes = validate_file(ROOT / "validation" / "moe.yaml")
+    outcomes = validate_file(ROOT / "validation" / "moe.yaml", workers=CORES)
     summary = summarize(outcomes)
     assert not [o.failed for o in outcomes if o.failed]
     assert summary["simulated"] == 9
@@ -91,7 +118,8 @@ def test_a_broken_point_is_reported_and_the_others_run(
 
 def _no_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Load and resolve every point as ``ghsim validate`` does, but skip the simulation (the
-    shipped sets take a minute): each point is "predicted" at 1 s."""
+    shipped sets take a minute): each point is "predicted" at 1 s, in this process (the fakes
+    would not reach worker processes that do not fork)."""
     def fake(_scenario: Any) -> SimpleNamespace:
         return SimpleNamespace(step_time_s=1.0, bottleneck={"resource": "none"}, memory={})
 
@@ -101,6 +129,7 @@ def _no_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
         return SimpleNamespace(to_dict=lambda: data)
     monkeypatch.setattr(validation, "simulate", fake)
     monkeypatch.setattr(validation, "simulate_serving", fake_serving)
+    monkeypatch.setattr(cli, "_cores", lambda: 1)
 
 
 def test_a_shipped_set_by_name_from_another_folder(
@@ -184,7 +213,7 @@ def test_gh200_points_all_fit_in_memory_within_a_regression_bound() -> None:
     target is a MAPE of 12 %; today's is 16.8 % (the module caps of Alps and JEDI took it from
     31.1 %, the slowest GPU's pace to 16.8; the two small models, 300M and GPT 800M, still miss
     by -68 and -49 %), so the bound only guards against regressions."""
-    outcomes = validate_file(ROOT / "validation" / "gh200.yaml")
+    outcomes = validate_file(ROOT / "validation" / "gh200.yaml", workers=CORES)
     summary = summarize(outcomes)
     assert summary["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
     report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)

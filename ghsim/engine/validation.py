@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import multiprocessing
+import multiprocessing.context
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -80,25 +84,69 @@ def validate_point(point: ValidationPointSpec, source: str, index: int) -> Point
                         does_not_fit=does_not_fit_line(result.memory), subsets=subsets)
 
 
+def _layer_passes(point: ValidationPointSpec) -> float:
+    """A rough size of a point's simulation: a pipeline's micro-batches times the layers."""
+    spec = point.scenario
+    par, training = spec.parallelism, spec.training
+    dp = par.dp or max(1, spec.num_gpus // (par.tp * par.pp * par.cp))
+    return training.global_batch / (training.micro_batch * dp) * spec.model.layers
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """How worker processes start: from a fresh server process where the platform has one, so
+    that none inherits a lock a thread of this one (a progress bar's) held at the fork."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
+
+
+def _run_points(work: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]],
+                on_point: Callable[[int, int], None] | None, workers: int,
+                sizes: Sequence[float] | None = None) -> list[Any]:
+    """``function(*args)`` of each item of ``work``, in order, on up to ``workers`` processes
+    (one: in this one), the largest of ``sizes`` started first so that no long one starts
+    last; ``on_point(done, total)`` after each."""
+    total = len(work)
+    if workers > 1 and total > 1:
+        slots: list[Any] = [None] * total
+        order = sorted(range(total), key=lambda i: -sizes[i]) if sizes else range(total)
+        try:
+            with ProcessPoolExecutor(max_workers=min(workers, total),
+                                     mp_context=_worker_context()) as pool:
+                futures = {pool.submit(work[i][0], *work[i][1]): i for i in order}
+                for done, future in enumerate(as_completed(futures), 1):
+                    slots[futures[future]] = future.result()
+                    if on_point is not None:
+                        on_point(done, total)
+            return slots
+        except (BrokenProcessPool, OSError):
+            pass  # no worker processes here (a limit on processes or memory): in this one
+    results = []
+    for done, (function, args) in enumerate(work, 1):
+        results.append(function(*args))
+        if on_point is not None:
+            on_point(done, total)
+    return results
+
+
+def _failed_point(index: int, line: str) -> PointOutcome:
+    return PointOutcome(f"points[{index}]", None, None, None, failed=line)
+
+
 def validate_file(path: str | Path, on_point: Callable[[int, int], None] | None = None,
-                  only: Iterable[str] | None = None) -> list[PointOutcome]:
+                  only: Iterable[str] | None = None, workers: int = 1) -> list[PointOutcome]:
     """Simulate every point of a ``validation_points`` file (those whose id matches a glob of
-    ``only``, when given); a broken point is reported as failed and the others still run.
-    ``on_point(done, total)`` follows the progress."""
-    outcomes = []
+    ``only``, when given) on up to ``workers`` processes; a broken point is reported as failed
+    and the others still run. ``on_point(done, total)`` follows the progress."""
     entries = [entry for entry in load_entries(path, "validation_points", "points",
                                                ValidationPointSpec)
                if not isinstance(entry, ValidationPointSpec) or selected(entry.id, only)]
-    for index, entry in enumerate(entries):
-        if isinstance(entry, InputError):
-            outcomes.append(PointOutcome(f"points[{index}]", None, None, None,
-                                         failed=entry.line()))
-        else:
-            assert isinstance(entry, ValidationPointSpec)
-            outcomes.append(validate_point(entry, str(path), index))
-        if on_point is not None:
-            on_point(index + 1, len(entries))
-    return outcomes
+    work: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (_failed_point, (index, entry.line())) if isinstance(entry, InputError)
+        else (validate_point, (entry, str(path), index))
+        for index, entry in enumerate(entries)]
+    sizes = [_layer_passes(entry) if isinstance(entry, ValidationPointSpec) else 0.0
+             for entry in entries]
+    return _run_points(work, on_point, workers, sizes)
 
 
 def _errors(outcomes: Iterable[PointOutcome | ServingOutcome]) -> dict[str, float | int]:
@@ -174,21 +222,20 @@ def validate_inference_point(point: InferencePointSpec, source: str) -> ServingO
         subsets=subsets)
 
 
+def _failed_serving_point(index: int, line: str) -> ServingOutcome:
+    return ServingOutcome(f"points[{index}]", None, None, None, failed=line)
+
+
 def validate_inference_file(path: str | Path, on_point: Callable[[int, int], None] | None = None,
-                            only: Iterable[str] | None = None) -> list[ServingOutcome]:
+                            only: Iterable[str] | None = None,
+                            workers: int = 1) -> list[ServingOutcome]:
     """Simulate every point of an ``inference_points`` file (those whose id matches a glob of
-    ``only``, when given; a broken point fails alone)."""
-    outcomes: list[ServingOutcome] = []
+    ``only``, when given; a broken point fails alone) on up to ``workers`` processes."""
     entries = [entry for entry in load_entries(path, "inference_points", "points",
                                                InferencePointSpec)
                if not isinstance(entry, InferencePointSpec) or selected(entry.id, only)]
-    for index, entry in enumerate(entries):
-        if isinstance(entry, InputError):
-            outcomes.append(ServingOutcome(f"points[{index}]", None, None, None,
-                                           failed=entry.line()))
-        else:
-            assert isinstance(entry, InferencePointSpec)
-            outcomes.append(validate_inference_point(entry, str(path)))
-        if on_point is not None:
-            on_point(index + 1, len(entries))
-    return outcomes
+    work: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (_failed_serving_point, (index, entry.line())) if isinstance(entry, InputError)
+        else (validate_inference_point, (entry, str(path)))
+        for index, entry in enumerate(entries)]
+    return _run_points(work, on_point, workers)
