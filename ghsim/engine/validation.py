@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ghsim.config import scenario_from_spec, serving_scenario_from_spec
+from ghsim.config.layout import LayoutProblem, derive_layout
 from ghsim.config.loader import load_entries
 from ghsim.config.schema import InferencePointSpec, ServingScenarioSpec, ValidationPointSpec
 from ghsim.config.schema.model import ModelSpec
@@ -85,11 +86,13 @@ def validate_point(point: ValidationPointSpec, source: str, index: int) -> Point
 
 
 def _layer_passes(point: ValidationPointSpec) -> float:
-    """A rough size of a point's simulation: a pipeline's micro-batches times the layers."""
-    spec = point.scenario
-    par, training = spec.parallelism, spec.training
-    dp = par.dp or max(1, spec.num_gpus // (par.tp * par.pp * par.cp))
-    return training.global_batch / (training.micro_batch * dp) * spec.model.layers
+    """A rough size of a point's simulation: its micro-batches times a stage's layers (0 for a
+    layout that does not divide, which fails at once)."""
+    try:
+        layout = derive_layout(point.scenario)
+    except LayoutProblem:
+        return 0.0
+    return layout.micro_batches * point.scenario.model.layers / layout.pp
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:
@@ -128,8 +131,10 @@ def _run_points(work: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]],
     return results
 
 
-def _failed_point(index: int, line: str) -> PointOutcome:
-    return PointOutcome(f"points[{index}]", None, None, None, failed=line)
+def _failed(outcome: type[PointOutcome] | type[ServingOutcome], index: int,
+            line: str) -> PointOutcome | ServingOutcome:
+    """The outcome of the ``index``-th entry of a file, which did not load."""
+    return outcome(f"points[{index}]", None, None, None, failed=line)
 
 
 def validate_file(path: str | Path, on_point: Callable[[int, int], None] | None = None,
@@ -141,11 +146,11 @@ def validate_file(path: str | Path, on_point: Callable[[int, int], None] | None 
                                                ValidationPointSpec)
                if not isinstance(entry, ValidationPointSpec) or selected(entry.id, only)]
     work: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
-        (_failed_point, (index, entry.line())) if isinstance(entry, InputError)
+        (_failed, (PointOutcome, index, entry.line())) if isinstance(entry, InputError)
         else (validate_point, (entry, str(path), index))
         for index, entry in enumerate(entries)]
     sizes = [_layer_passes(entry) if isinstance(entry, ValidationPointSpec) else 0.0
-             for entry in entries]
+             for entry in entries] if workers > 1 else None
     return _run_points(work, on_point, workers, sizes)
 
 
@@ -222,10 +227,6 @@ def validate_inference_point(point: InferencePointSpec, source: str) -> ServingO
         subsets=subsets)
 
 
-def _failed_serving_point(index: int, line: str) -> ServingOutcome:
-    return ServingOutcome(f"points[{index}]", None, None, None, failed=line)
-
-
 def validate_inference_file(path: str | Path, on_point: Callable[[int, int], None] | None = None,
                             only: Iterable[str] | None = None,
                             workers: int = 1) -> list[ServingOutcome]:
@@ -235,7 +236,7 @@ def validate_inference_file(path: str | Path, on_point: Callable[[int, int], Non
                                                InferencePointSpec)
                if not isinstance(entry, InferencePointSpec) or selected(entry.id, only)]
     work: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
-        (_failed_serving_point, (index, entry.line())) if isinstance(entry, InputError)
+        (_failed, (ServingOutcome, index, entry.line())) if isinstance(entry, InputError)
         else (validate_inference_point, (entry, str(path)))
         for index, entry in enumerate(entries)]
     return _run_points(work, on_point, workers)
