@@ -91,6 +91,13 @@ class FlowNetwork:
     _used: dict[str, float] = field(default_factory=dict)
     """Bytes per second in use on each link (every copy counted)."""
     _next_id: int = 0
+    reserved: frozenset[str] = frozenset()
+    """Links whose only traffic is booked alone (:meth:`book_alone`); no flow may cross them."""
+    _alone: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
+    """Per owner: (traffic, start, end) of the transfers booked alone that had not ended when
+    last asked (:meth:`busy_for_s`)."""
+    _alone_paths: dict[int, tuple[Path, float, list[tuple[LinkUsage, float, float]]]] = field(
+        default_factory=dict)
 
     def _usage(self, link: str) -> LinkUsage:
         if link not in self.usage:
@@ -179,6 +186,9 @@ class FlowNetwork:
         if nbytes <= 0:
             done.succeed()
             return done
+        if self.reserved and not self.reserved.isdisjoint(path.links):
+            raise RuntimeError(f"a {traffic} flow of {owner} crosses a link reserved for "
+                               "collectives booked alone (engine.private missed a transfer)")
         key = self._next_id
         self._next_id += 1
         now = self.env.now
@@ -189,11 +199,47 @@ class FlowNetwork:
         self._rebalance([key], set())
         return done
 
+    def book_alone(self, flows: list[tuple[Path, float]], owner: str, traffic: str,
+                   start: float) -> float:
+        """Book flows that start at ``start`` (now or later) on links no other flow crosses
+        while they run and that cross no link in common (the caller guarantees both,
+        ``ghsim.engine.private``); returns the seconds until the last ends. Each runs at its
+        standalone rate, as :meth:`transfer` would run it, with the same books."""
+        longest = 0.0
+        for path, nbytes in flows:
+            rate, books = self._alone_books(path)
+            for usage, copies, level in books:
+                usage.bytes += nbytes * copies
+                usage.traffic.add(traffic)
+                if nbytes > 0:
+                    usage.settle(start, level)
+                    usage.settle(start + nbytes / rate, 0.0)
+            if nbytes > 0:
+                self.transfers.append((owner, traffic, start, start + nbytes / rate, nbytes))
+                longest = max(longest, nbytes / rate)
+        self._alone.setdefault(owner, []).append((traffic, start, start + longest))
+        return longest
+
+    def _alone_books(self, path: Path) -> tuple[float, list[tuple[LinkUsage, float, float]]]:
+        """A path's standalone rate and, per link, its books, the flow's copies and the
+        utilization it puts there (cached: a private group's few paths repeat)."""
+        key = id(path)
+        if key not in self._alone_paths:
+            rate = path.standalone_bytes_per_s(self.capacity)
+            books = [(self._usage(link), copies, min(1.0, rate * copies / self.capacity[link]))
+                     for link, copies in zip(path.links, path.copies, strict=True)]
+            self._alone_paths[key] = (path, rate, books)
+        _, rate, books = self._alone_paths[key]
+        return rate, books
+
     def busy_for_s(self, owner: str, traffic: frozenset[str]) -> float:
         """How much longer ``owner``'s flows of ``traffic`` run at their current rates."""
         now = self.env.now
         flows = (self.flows[i] for i in self._of_owner.get(owner, ()))
         left = [f.left_at(now) / f.rate for f in flows if f.traffic in traffic and f.rate > 0]
+        if self._alone.get(owner):
+            booked = self._alone[owner] = [b for b in self._alone[owner] if b[2] > now]
+            left += [end - now for kind, start, end in booked if kind in traffic and start <= now]
         return max(left, default=0.0)
 
     def finish(self) -> None:

@@ -21,6 +21,7 @@ from ghsim.costmodel.gpu import GpuCostModel
 from ghsim.costmodel.host import HostCostModel
 from ghsim.engine.body import Segment, overlapped_s, segments
 from ghsim.engine.fluid import FlowNetwork
+from ghsim.engine.private import Pair, private_pairs
 from ghsim.fabric.traffic import Plan, TrafficPlanner
 from ghsim.workload.ir import Comm, Kernel, Op, RankClass, Step, Workload
 from ghsim.workload.summary import wire_bytes
@@ -173,6 +174,8 @@ class Simulator:
         self.stage_rank = {c.stage: c.first_rank for c in workload.classes}
         self.events = 0
         """Events the last run processed."""
+        self.private: frozenset[Pair] = frozenset()
+        """(rank class, group) pairs whose inline collectives are booked alone (run())."""
 
     # -- costs -----------------------------------------------------------------------------
 
@@ -217,16 +220,34 @@ class Simulator:
                   ) -> Generator[simpy.Event, Any, None]:
         """Run a compute op's segments; each inline collective's exposed seconds go to its
         group in ``parts``. ``later``: the body's parts after the first, which the host
-        issues at each of its syncs; the GPU's wait for them goes to ``cpu``."""
+        issues at each of its syncs; the GPU's wait for them goes to ``cpu``. Kernels and
+        collectives booked alone (``self.private``) add up to one wait, ``ahead``."""
         rank_class = timeline.rank_class
         pending = list(later)
+        ahead = 0.0
         for segment in body:
             step = segment.comm
             if step is None:
-                if segment.kernel_s:
-                    yield self.env.timeout(segment.kernel_s)
+                ahead += segment.kernel_s
                 continue
-            if step.host_sync and pending:
+            synced = step.host_sync and bool(pending)
+            if (rank_class.name, step.group) in self.private and not synced:
+                # alone on its links: its end is known now (engine.private)
+                group = rank_class.groups[step.group]
+                wire = wire_bytes(step.collective, step.bytes, group.size)
+                plan = self.planner.collective(rank_class, group, step.collective, wire,
+                                               step.dedup)
+                start = self.env.now + ahead + segment.kernel_s
+                seconds = plan.latency_s + self.network.book_alone(
+                    plan.flows(wire), rank_class.name, step.group, start + plan.latency_s)
+                ahead += segment.kernel_s + seconds
+                parts[step.group] = parts.get(step.group, 0.0) + seconds
+                timeline.comm_spans.append((step.group, start, start + seconds))
+                continue
+            if ahead:
+                yield self.env.timeout(ahead)
+                ahead = 0.0
+            if synced:
                 if segment.kernel_s:
                     yield self.env.timeout(segment.kernel_s)
                 wait = self._resume_host(rank_class.name, pending.pop(0))
@@ -259,6 +280,8 @@ class Simulator:
             exposed = self.env.now - start - segment.overlap_s
             parts[step.group] = parts.get(step.group, 0.0) + exposed
             timeline.comm_spans.append((step.group, start, self.env.now))
+        if ahead:
+            yield self.env.timeout(ahead)
 
     def _rendezvous(self, key: tuple[Any, ...]) -> simpy.Event:
         """The event of the ``key[1]``-th collective, triggered once ``key[2]`` ranks arrive."""
@@ -423,7 +446,15 @@ class Simulator:
             pass
         self.events = events
 
+    def _run_segments(self, op: Op, rank_class: RankClass) -> tuple[Segment, ...] | None:
+        """The segments a compute op runs (None: it runs none of its collectives)."""
+        if "measured_s" in op.attrs or "fallback_s" in op.attrs:
+            return None
+        return self.body_parts(op.body, rank_class)[1]
+
     def run(self) -> Timeline:
+        self.private, self.network.reserved = private_pairs(
+            self.workload, self.planner, self.stage_rank, self._run_segments)
         for timeline in self.timelines:
             rank_class = timeline.rank_class
             done = [self.env.event() for _ in rank_class.ops]
