@@ -239,15 +239,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ghsim.config import ServingScenario, load_any_scenario
-    from ghsim.engine.result import does_not_fit_line
-    from ghsim.engine.simulate import simulate
     from ghsim.outputs import output_folder, refuse_inputs
-    from ghsim.report import console as render
-    from ghsim.report.chakra import export_chakra
 
     loaded = load_any_scenario(args.scenario, args.overrides)
     if isinstance(loaded, ServingScenario):
         return _run_serving(loaded, args)
+    # the engine and the reports only once the scenario loaded: a refused one is answered
+    # without their imports (numpy, simpy: about half a second)
+    from ghsim.engine.result import does_not_fit_line
+    from ghsim.engine.simulate import simulate
+    from ghsim.report import console as render
+    from ghsim.report.chakra import export_chakra
+
     scenario = loaded
     directory = Path(args.output) if args.output is not None else None
     if directory is not None:  # checked before the simulation, so a mistake costs no time

@@ -98,6 +98,8 @@ class FlowNetwork:
     last asked (:meth:`busy_for_s`)."""
     _alone_paths: dict[int, tuple[Path, float, list[tuple[LinkUsage, float, float]]]] = field(
         default_factory=dict)
+    """Per path booked alone (by id; the path is kept so the id stays its own): its
+    standalone rate and, per link, the books, copies and utilization (:meth:`_alone_books`)."""
 
     def _usage(self, link: str) -> LinkUsage:
         if link not in self.usage:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from ghsim.config.layout import LayoutProblem, nodes_for
 from ghsim.config.schema import SystemSpec
 from ghsim.errors import LayoutError
 from ghsim.hardware.fabric import FatTree, size_fat_tree
 from ghsim.hardware.node import build_node_template
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 TIER_NAMES = ("leaf", "spine", "core")
 
@@ -145,10 +146,12 @@ class SystemGraph:
     def _local_path(self, src: str, dst: str) -> list[str]:
         key = (src, dst)
         if key not in self._paths:
-            view = nx.subgraph_view(self.template, filter_edge=self._may_cross(src, dst))
+            import networkx  # imported where a graph is first walked (see hardware/node.py)
+
+            view = networkx.subgraph_view(self.template, filter_edge=self._may_cross(src, dst))
             try:
-                self._paths[key] = nx.shortest_path(view, src, dst, weight=_cost)
-            except nx.NetworkXNoPath:
+                self._paths[key] = networkx.shortest_path(view, src, dst, weight=_cost)
+            except networkx.NetworkXNoPath:
                 message = f"no route from {src} to {dst} in a {self.spec.name} node"
                 raise ValueError(message) from None
         return self._paths[key]

@@ -9,13 +9,14 @@ part's measured efficiency times this link's capacity, so they follow an overrid
 
 from __future__ import annotations
 
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from ghsim import units
 from ghsim.config.schema import HardwareSpec, MemorySpec, SystemSpec
 from ghsim.config.schema.hardware import CpuSpec, GpuSpec, HostLinkSpec, NicSpec
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _MEMORY_KIND = {"hbm2e": "hbm", "hbm3": "hbm", "hbm3e": "hbm", "lpddr5x": "lpddr",
                 "ddr4": "ddr", "ddr5": "ddr"}
@@ -126,7 +127,9 @@ def build_node_template(system: SystemSpec) -> nx.MultiDiGraph:
     cpu_part: HardwareSpec = node.cpu
     assert gpu_part.gpu is not None and cpu_part.cpu is not None  # checked by NodeSpec
     gpu, cpu = gpu_part.gpu, cpu_part.cpu
-    graph = nx.MultiDiGraph(name=node.name)
+    import networkx  # here, not at the top: a run refused before any graph skips its import
+
+    graph = networkx.MultiDiGraph(name=node.name)
     for j in range(node.cpus):
         graph.add_node(f"cpu{j}", **_cpu_attrs(cpu, cpu_part.name))
         _add_memory(graph, f"cpu{j}", j, cpu.memory)
