@@ -68,8 +68,7 @@ def main() -> None:
         rows = []
         for name, (measured, overrides) in LAYOUTS.items():
             scenario = load_scenario(base, overrides)
-            passes = (scenario.layout.micro_batches * scenario.spec.model.layers
-                      / scenario.layout.pp)
+            passes = scenario.layout.layer_passes(scenario.spec.model.layers)
             rows.append((name, measured, simulate(scenario).step_time_s, passes))
     rank_measured = {r[0]: i for i, r in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
     rank_ghsim = {r[0]: i for i, r in enumerate(sorted(rows, key=lambda r: r[2]), 1)}

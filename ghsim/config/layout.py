@@ -69,6 +69,11 @@ class Layout:
         distributed optimizer use get_data_parallel_group(with_context_parallel=True))."""
         return self.dp * self.cp
 
+    def layer_passes(self, layers: int) -> float:
+        """Micro-batches times a stage's share of ``layers``: how many times one rank runs a
+        layer forward and backward in a step (the size of a step's simulation)."""
+        return self.micro_batches * layers / self.pp
+
     @property
     def model_parallel(self) -> int:
         """GPUs holding one replica: tp x pp x cp."""

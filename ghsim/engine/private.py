@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from ghsim.engine.body import Segment
 from ghsim.fabric.sharing import Path
 from ghsim.fabric.traffic import Plan, TrafficPlanner
-from ghsim.workload.ir import Op, RankClass, Workload
+from ghsim.workload.ir import Comm, Op, RankClass, Workload
 from ghsim.workload.summary import wire_bytes
 
 Pair = tuple[str, str]
@@ -42,13 +42,12 @@ def disjoint(plan: Plan) -> bool:
     return True
 
 
-def inline_plan(planner: TrafficPlanner, rank_class: RankClass, segment: Segment) -> Plan:
-    """The plan of a compute op's inline collective (``segment.comm``)."""
-    step = segment.comm
-    assert step is not None
+def inline_plan(planner: TrafficPlanner, rank_class: RankClass, step: Comm
+                ) -> tuple[float, Plan]:
+    """The wire bytes and the plan of a compute op's inline collective ``step``."""
     group = rank_class.groups[step.group]
     wire = wire_bytes(step.collective, step.bytes, group.size)
-    return planner.collective(rank_class, group, step.collective, wire, step.dedup)
+    return wire, planner.collective(rank_class, group, step.collective, wire, step.dedup)
 
 
 def _transfer_paths(planner: TrafficPlanner, rank_class: RankClass, op: Op,
@@ -105,7 +104,7 @@ def private_pairs(workload: Workload, planner: TrafficPlanner, stage_rank: dict[
                     streams.setdefault(pair, set()).add(op.stream)
                     if id(op.body) in seen_bodies:
                         continue
-                    plan = inline_plan(planner, rank_class, segment)
+                    _, plan = inline_plan(planner, rank_class, segment.comm)
                     if segment.overlap_s or not disjoint(plan):
                         spoilt.add(pair)
                     for share in plan.shares:

@@ -21,7 +21,7 @@ from ghsim.costmodel.gpu import GpuCostModel
 from ghsim.costmodel.host import HostCostModel
 from ghsim.engine.body import Segment, overlapped_s, segments
 from ghsim.engine.fluid import FlowNetwork
-from ghsim.engine.private import Pair, private_pairs
+from ghsim.engine.private import Pair, inline_plan, private_pairs
 from ghsim.fabric.traffic import Plan, TrafficPlanner
 from ghsim.workload.ir import Comm, Kernel, Op, RankClass, Step, Workload
 from ghsim.workload.summary import wire_bytes
@@ -231,12 +231,9 @@ class Simulator:
                 ahead += segment.kernel_s
                 continue
             synced = step.host_sync and bool(pending)
+            wire, plan = inline_plan(self.planner, rank_class, step)
             if (rank_class.name, step.group) in self.private and not synced:
                 # alone on its links: its end is known now (engine.private)
-                group = rank_class.groups[step.group]
-                wire = wire_bytes(step.collective, step.bytes, group.size)
-                plan = self.planner.collective(rank_class, group, step.collective, wire,
-                                               step.dedup)
                 start = self.env.now + ahead + segment.kernel_s
                 seconds = plan.latency_s + self.network.book_alone(
                     plan.flows(wire), rank_class.name, step.group, start + plan.latency_s)
@@ -255,9 +252,6 @@ class Simulator:
                     parts["cpu"] = parts.get("cpu", 0.0) + wait
                     yield self.env.timeout(wait)
                 segment = Segment(0.0, step, segment.overlap_s)
-            group = rank_class.groups[step.group]
-            wire = wire_bytes(step.collective, step.bytes, group.size)
-            plan = self.planner.collective(rank_class, group, step.collective, wire, step.dedup)
             if not segment.overlap_s:
                 # the kernels, then the collective's latency, in one wait; then its flows
                 start = self.env.now + segment.kernel_s
@@ -275,7 +269,7 @@ class Simulator:
             yield self.env.all_of([beside, self.env.process(exchange)])
             # both have run side by side; what is left is the chunk that could not overlap
             total = overlapped_s(segment.overlap_s, ended[0] - start, self.gpu.overlap_slowdown,
-                                 group.size)
+                                 rank_class.groups[step.group].size)
             yield self.env.timeout(max(0.0, start + total - self.env.now))
             exposed = self.env.now - start - segment.overlap_s
             parts[step.group] = parts.get(step.group, 0.0) + exposed

@@ -89,10 +89,9 @@ def _layer_passes(point: ValidationPointSpec) -> float:
     """A rough size of a point's simulation: its micro-batches times a stage's layers (0 for a
     layout that does not divide, which fails at once)."""
     try:
-        layout = derive_layout(point.scenario)
+        return derive_layout(point.scenario).layer_passes(point.scenario.model.layers)
     except LayoutProblem:
         return 0.0
-    return layout.micro_batches * point.scenario.model.layers / layout.pp
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:
