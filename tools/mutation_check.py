@@ -260,7 +260,7 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "return compute",
              "a GEMM's HBM traffic no longer bounds it"),
     Sabotage("no-launch-overhead", "ghsim/costmodel/gpu.py",
-             "return busy + self.launch_s", "return busy",
+             "return (busy + self.launch_s * kernel.kernels", "return (busy",
              "kernels pay no launch gap"),
     Sabotage("elementwise-at-stream-rate", "ghsim/costmodel/gpu.py",
              "busy = kernel.bytes / self.elementwise_bytes_per_s",
@@ -390,6 +390,15 @@ SABOTAGES: tuple[Sabotage, ...] = (
              'parts["overlap"] = overlap * self.gpu.overlap_slowdown',
              'parts["overlap"] = 0.0 * self.gpu.overlap_slowdown',
              "kernels do not slow down beside communication", ("tests/test_engine.py",)),
+    Sabotage("grouped-gap-per-group", "ghsim/costmodel/gpu.py",
+             "+ self.grouped_gap_s * (kernel.groups - 1))",
+             "+ self.grouped_gap_s * (kernel.groups > 1))",
+             "a grouped GEMM pays the per-GEMM gap once, not for each further expert",
+             ("tests/test_moe.py",)),
+    Sabotage("fp8-one-kernel-per-tensor", "ghsim/workload/kernels.py",
+             'tensors * _FP8_KERNELS_PER_TENSOR[recipe])', 'tensors)',
+             "current scaling quantizes with one kernel, not amax, scale and cast",
+             ("tests/test_moe.py",)),
 )
 
 

@@ -54,6 +54,8 @@ class GpuCostModel:
     """p of the rounded roofline (c^p + m^p)^(1/p) of a GEMM (infinite: max(c, m))."""
     clock_scale: float = 1.0
     """The sustained clock over the part's own: ``peak_flops`` are scaled by it."""
+    grouped_gap_s: float = 0.0
+    """GPU time each further GEMM of a grouped GEMM adds (its experts run as separate GEMMs)."""
 
     def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
         value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))
@@ -140,7 +142,9 @@ class GpuCostModel:
         return max(kernel.flops / (peak * efficiency), kernel.bytes / self.hbm_bytes_per_s)
 
     def kernel_s(self, kernel: Kernel) -> float:
-        """Seconds one kernel takes on an otherwise idle GPU."""
+        """Seconds one kernel step takes on an otherwise idle GPU: its work, the launch gap
+        of each kernel it launches one after another, and the measured gap of each further
+        GEMM of a grouped GEMM."""
         if kernel.klass == "gemm":
             busy = self.gemm_s(kernel)
         elif kernel.klass == "attention":
@@ -151,7 +155,8 @@ class GpuCostModel:
             busy = kernel.bytes / self.softmax_bytes_per_s
         else:
             busy = kernel.bytes / self.elementwise_bytes_per_s
-        return busy + self.launch_s
+        return (busy + self.launch_s * kernel.kernels
+                + self.grouped_gap_s * (kernel.groups - 1))
 
 
 def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCostModel:
@@ -205,6 +210,7 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
         overlap_slowdown=compute.comm_overlap_slowdown or 0.0,
         ridge_exponent=compute.gemm_ridge_exponent or math.inf,
         clock_scale=scale,
+        grouped_gap_s=(compute.grouped_gemm_gap_us or 0.0) * 1e-6,
     )
 
 

@@ -114,7 +114,8 @@ class KernelIssue:
     kernel_s: float = 0.0
     graphs: bool = False
     extra_launch_s: float = 0.0
-    """Host time of each further launch inside one kernel step (a grouped GEMM's experts)."""
+    """Host time of each further launch inside one kernel step (a grouped GEMM's experts, a
+    per-expert FP8 quantization's kernels)."""
 
     def launches(self, body: tuple[Step, ...]) -> int:
         return min(1, len(body)) if self.graphs else len(body)
@@ -123,7 +124,7 @@ class KernelIssue:
         """Host seconds to issue a compute op's body."""
         if self.graphs:
             return self.kernel_s if body else 0.0
-        extra = sum(s.groups - 1 for s in body if isinstance(s, Kernel))
+        extra = sum(s.groups + s.kernels - 2 for s in body if isinstance(s, Kernel))
         return len(body) * self.kernel_s + extra * self.extra_launch_s
 
     def parts(self, body: tuple[Step, ...]) -> tuple[tuple[Step, ...], ...]:

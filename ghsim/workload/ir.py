@@ -47,7 +47,12 @@ class Kernel:
     """A grouped GEMM (MoE experts): ``groups`` GEMMs of ``shape`` whose tiles share the
     GPU's waves; ``flops`` and ``bytes`` are the whole group's. Transformer Engine launches
     them one by one from C++ on several streams (``multi_stream_cublas_gemm``), so the host
-    issues ``groups`` launches."""
+    issues ``groups`` launches and each further GEMM costs the GPU a measured gap
+    (``gpu.compute.grouped_gemm_gap_us``)."""
+    kernels: int = 1
+    """Kernels this step launches one after another (an FP8 quantization of each expert's
+    tokens: experts x the recipe's kernels per tensor); ``bytes`` are all of theirs. Each
+    pays the launch gap on the GPU and one launch on the host."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,12 +35,25 @@ def _eltwise(name: str, elements: int, s: LayerShapes, reads: int = 1, writes: i
     return Kernel(name, 0.0, elements * (reads + writes) * s.act_bytes, "bf16", (elements,), klass)
 
 
-def _fp8_cast(name: str, elements: int, s: LayerShapes) -> list[Step]:
+_FP8_KERNELS_PER_TENSOR = {"delayed": 1, "tensorwise": 3, "blockwise": 1}
+"""Kernels Transformer Engine launches to quantize one tensor (NVIDIA/TransformerEngine@v2.9
+``pytorch/csrc/quantizer.cpp``): delayed scaling casts with last steps' scale in one
+cast-transpose; current (tensorwise) scaling computes the amax, then the scale, then casts
+(``Float8CurrentScalingQuantizer::quantize_impl``); blockwise scaling computes each block's
+scale in its quantize kernel."""
+
+
+def _fp8_cast(name: str, elements: int, s: LayerShapes, tensors: int = 1) -> list[Step]:
     """FP8 recipes quantize each GEMM input: Transformer Engine reads it in BF16 and writes it
     in FP8 twice, row-wise for this GEMM and transposed (column-wise) for the weight-gradient
     GEMM of the backward pass, since Hopper's FP8 GEMMs take only the TN layout
     (NVIDIA/TransformerEngine ``fused_cast_transpose``: ``input_cast`` and
-    ``input_transpose``; ``quantize`` with ``columnwise_usage`` in training)."""
+    ``input_transpose``; ``quantize`` with ``columnwise_usage`` in training).
+
+    A grouped GEMM's input is ``tensors`` tensors, one per expert, each with its own scale
+    (``GroupedLinear``'s ``split_quantize``): delayed scaling casts them all in one fused
+    kernel (``nvte_multi_cast_transpose``), the other recipes quantize each on its own
+    (``multi_tensor_quantize_impl``), each with the recipe's kernels."""
     if not s.fp8:
         return []
     data = float(elements * (s.act_bytes + 2))
@@ -48,7 +61,11 @@ def _fp8_cast(name: str, elements: int, s: LayerShapes) -> list[Step]:
         data += elements * s.act_bytes
     elif s.fp8_recipe == "blockwise":  # an FP32 scale per 128 values, row- and column-wise
         data += 2 * elements * 4 / 128
-    return [Kernel(f"{name}.fp8_cast_transpose", 0.0, data, "bf16", (elements,))]
+    recipe = s.fp8_recipe or "delayed"
+    kernels = 1 if recipe == "delayed" and tensors > 1 else (
+        tensors * _FP8_KERNELS_PER_TENSOR[recipe])
+    return [Kernel(f"{name}.fp8_cast_transpose", 0.0, data, "bf16", (elements,),
+                   kernels=kernels)]
 
 
 def _tp(name: str, collective: str, s: LayerShapes) -> list[Step]:
@@ -245,10 +262,10 @@ def moe_block(s: LayerShapes) -> list[Step]:
     per_expert = max(1, math.ceil(received * m.imbalance / m.local_experts))
     tokens = per_expert * m.local_experts
     up = 2 * m.expert_ffn if s.gated else m.expert_ffn
-    steps += _fp8_cast("experts.up", tokens * h, s)
+    steps += _fp8_cast("experts.up", tokens * h, s, m.local_experts)
     steps += [_grouped("experts.up", per_expert, up, h, m.local_experts, s),
               _eltwise("experts.act", tokens * m.expert_ffn, s, reads=2 if s.gated else 1)]
-    steps += _fp8_cast("experts.down", tokens * m.expert_ffn, s)
+    steps += _fp8_cast("experts.down", tokens * m.expert_ffn, s, m.local_experts)
     steps += [_grouped("experts.down", per_expert, h, m.expert_ffn, m.local_experts, s)]
     steps += _ep("moe.etp_reduce_scatter", "reduce_scatter", received * h * e, "etp", m.etp)
     steps += _ep("moe.combine", "all_to_all", slots * h * e, "ep", m.ep, m.dedup)

@@ -262,6 +262,13 @@ class GpuComputeSpec(Spec):
     kernel_launch_us: PositiveFloat | None = Field(
         default=None, description="Time between back-to-back kernels on one stream."
     )
+    grouped_gemm_gap_us: float | None = Field(
+        default=None, ge=0.0, description="GPU time each further GEMM of a grouped GEMM adds "
+        "where the framework runs the experts as separate GEMMs (Transformer Engine's "
+        "GroupedLinear on Hopper: one cuBLAS GEMM per expert over four streams): a grouped "
+        "GEMM takes the time of its tiles sharing the waves plus (groups - 1) times this. "
+        "Absent: 0, a single grouped kernel.",
+    )
     speed_spread: float | None = Field(
         default=None, ge=0.0, lt=0.5, description="Relative standard deviation of the "
         "sustained compute speed across GPUs of this part, each held at its power limit by "
