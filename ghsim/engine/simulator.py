@@ -22,6 +22,7 @@ from ghsim.costmodel.host import HostCostModel
 from ghsim.engine.body import Segment, overlapped_s, segments
 from ghsim.engine.fluid import FlowNetwork
 from ghsim.engine.private import Pair, inline_plan, private_pairs
+from ghsim.fabric.sharing import Path
 from ghsim.fabric.traffic import Plan, TrafficPlanner
 from ghsim.workload.ir import Comm, Kernel, Op, RankClass, Step, Workload
 from ghsim.workload.summary import wire_bytes
@@ -168,6 +169,7 @@ class Simulator:
         self.ep_overlap = ep_overlap
         self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[Segment, ...]]] = {}
         self._issues: dict[int, tuple[_Issue, ...]] = {}
+        self._plans: dict[tuple[str, Comm], tuple[float, Plan, list[tuple[Path, float]]]] = {}
         self.issue = issue or KernelIssue()
         self.host_clock: dict[str, float] = {}
         """Per rank class: when its framework thread has issued every compute op so far."""
@@ -208,6 +210,15 @@ class Simulator:
                 for part in split)
         return self._issues[key]
 
+    def _inline_plan(self, rank_class: RankClass, step: Comm
+                     ) -> tuple[float, Plan, list[tuple[Path, float]]]:
+        """An inline collective's wire bytes, plan and flows (cached: they repeat)."""
+        key = (rank_class.name, step)
+        if key not in self._plans:
+            wire, plan = inline_plan(self.planner, rank_class, step)
+            self._plans[key] = (wire, plan, plan.flows(wire))
+        return self._plans[key]
+
     def _resume_host(self, owner: str, part: _Issue) -> float:
         """The host, held at a sync until the GPU got here, issues ``part``: how long the GPU
         now waits for it."""
@@ -232,12 +243,12 @@ class Simulator:
                 ahead += segment.kernel_s
                 continue
             synced = step.host_sync and bool(pending)
-            wire, plan = inline_plan(self.planner, rank_class, step)
+            wire, plan, flows = self._inline_plan(rank_class, step)
             if (rank_class.name, step.group) in self.private and not synced:
                 # alone on its links: its end is known now (engine.private)
                 start = self.env.now + ahead + segment.kernel_s
                 seconds = plan.latency_s + self.network.book_alone(
-                    plan.flows(wire), rank_class.name, step.group, start + plan.latency_s)
+                    flows, rank_class.name, step.group, start + plan.latency_s)
                 ahead += segment.kernel_s + seconds
                 parts[step.group] = parts.get(step.group, 0.0) + seconds
                 timeline.comm_spans.append((step.group, start, start + seconds))

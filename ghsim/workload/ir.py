@@ -166,11 +166,17 @@ class Workload:
 
 
 def class_flops(rank_class: RankClass, recompute: bool | None = None) -> float:
-    """GPU kernel FLOPs of one rank of the class (only recomputed ones if ``recompute``)."""
-    return sum(
-        k.flops for op in rank_class.ops for k in op.kernels()
-        if recompute is None or k.recompute == recompute
-    )
+    """GPU kernel FLOPs of one rank of the class (only recomputed ones if ``recompute``),
+    each op body summed once however many ops share it (micro-batches repeat bodies)."""
+    per_body: dict[int, float] = {}
+    total = 0.0
+    for op in rank_class.ops:
+        key = id(op.body)
+        if key not in per_body:
+            per_body[key] = sum(k.flops for k in op.kernels()
+                                if recompute is None or k.recompute == recompute)
+        total += per_body[key]
+    return total
 
 
 class WorkloadError(InputError):
