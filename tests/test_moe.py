@@ -331,6 +331,22 @@ def test_fp8_quantizes_each_experts_tokens_with_the_recipes_kernels(recipe: str,
     assert body["qkv.fp8_cast_transpose"].kernels == (3 if recipe == "tensorwise" else 1)
 
 
+def test_expert_biases_cost_megatrons_unfused_add_by_hand() -> None:
+    """With model.bias, each expert's output bias times the routing probabilities is added
+    to its tokens and the outputs concatenated (TEGroupedMLP._apply_bias): 12 bytes per
+    output element in 16 bits, two kernels per expert plus the concatenation. 16 experts
+    over ep 4 leave 4 local; each receives 1024 tokens x top-4 / 4 = 1024 token copies."""
+    def moe_kernels(*extra: str) -> dict[str, Kernel]:
+        workload = lower(load_scenario("llama3-8b-gh200", _scenario(8, "parallelism.ep=4",
+                                                                      *extra)))
+        return {k.name: k for op in workload.classes[0].ops for k in op.body
+                if isinstance(k, Kernel)}
+    bias = moe_kernels("model.bias=true")["experts.bias"]
+    copies = 1024 * TOP_K
+    assert bias.bytes == 12.0 * copies * H and bias.kernels == 2 * 4 + 1
+    assert "experts.bias" not in moe_kernels()
+
+
 def test_a_longer_grouped_gemm_gap_slows_moe_and_leaves_dense_models_alone() -> None:
     gap = "system.node.gpu.gpu.compute.grouped_gemm_gap_us"
     moe = _scenario(8, "parallelism.ep=4")

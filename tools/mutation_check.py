@@ -399,6 +399,10 @@ SABOTAGES: tuple[Sabotage, ...] = (
              'tensors * _FP8_KERNELS_PER_TENSOR[recipe])', 'tensors)',
              "current scaling quantizes with one kernel, not amax, scale and cast",
              ("tests/test_moe.py",)),
+    Sabotage("expert-bias-ignored", "ghsim/workload/kernels.py",
+             "    if m.bias:\n        steps += [_expert_bias(",
+             "    if False:\n        steps += [_expert_bias(",
+             "the experts' output biases cost nothing", ("tests/test_moe.py",)),
 )
 
 

@@ -222,6 +222,16 @@ def _grouped(name: str, m: int, n: int, k: int, groups: int, s: LayerShapes) -> 
                   groups=groups)
 
 
+def _expert_bias(tokens: int, h: int, experts: int, s: LayerShapes) -> Kernel:
+    """The experts' output biases as Megatron-Core adds them (``TEGroupedMLP._apply_bias``,
+    NVIDIA/Megatron-LM@core_v0.15.0 ``moe/experts.py``; the up-projection's bias is fused into
+    its activation): per expert, its bias times each token's routing probability (written
+    out) and that added to the expert's output, then the experts' outputs concatenated, 12
+    bytes per output element in 16 bits and two kernels per expert plus the copy."""
+    return Kernel("experts.bias", 0.0, 6.0 * tokens * h * s.act_bytes, "bf16", (tokens, h),
+                  kernels=2 * experts + 1)
+
+
 def _ep(name: str, collective: str, nbytes: float, group: str, size: int,
         dedup: tuple[int, float] = (0, 1.0), host_sync: bool = False) -> list[Step]:
     if size == 1:
@@ -267,6 +277,8 @@ def moe_block(s: LayerShapes) -> list[Step]:
               _eltwise("experts.act", tokens * m.expert_ffn, s, reads=2 if s.gated else 1)]
     steps += _fp8_cast("experts.down", tokens * m.expert_ffn, s, m.local_experts)
     steps += [_grouped("experts.down", per_expert, h, m.expert_ffn, m.local_experts, s)]
+    if m.bias:
+        steps += [_expert_bias(tokens, h, m.local_experts, s)]
     steps += _ep("moe.etp_reduce_scatter", "reduce_scatter", received * h * e, "etp", m.etp)
     steps += _ep("moe.combine", "all_to_all", slots * h * e, "ep", m.ep, m.dedup)
     steps += [Kernel("moe.unpermute", 0.0, (slots + t) * h * e, "bf16", (slots * h,))]

@@ -38,6 +38,8 @@ class MoeShapes:
     dedup: tuple[int, float] = (0, 1.0)
     """The all-to-alls' deduplication (``Comm.dedup``): (top_k, share of domains eligible)
     with the deepep dispatcher."""
+    bias: bool = False
+    """The experts' linear layers carry biases (``model.bias``)."""
 
 
 def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
@@ -57,7 +59,7 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
     return MoeShapes(
         experts=moe.experts, local_experts=moe.experts // layout.ep, top_k=moe.top_k,
         expert_ffn=moe.expert_ffn_hidden // layout.etp, shared_ffn=shared // layout.tp,
-        ep=layout.ep, etp=layout.etp, imbalance=imbalance, dedup=dedup,
+        ep=layout.ep, etp=layout.etp, imbalance=imbalance, dedup=dedup, bias=spec.model.bias,
     )
 
 
