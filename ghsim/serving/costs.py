@@ -49,6 +49,9 @@ from ghsim.workload.modelsize import mla_dims, parameter_count
 from ghsim.workload.placement import place_groups
 from ghsim.workload.summary import wire_bytes
 
+BASE_MEMO = 65536
+"""The most (tokens, rows) pairs whose layer and head costs an iteration model keeps."""
+
 PARTS = ("gemm", "weights", "attention", "kv_read", "kv_host", "elementwise",
          "communication", "launch", "cpu")
 """Where an iteration's time goes: compute-bound GEMMs, weight-streaming (memory-bound) GEMMs,
@@ -184,7 +187,9 @@ class IterationModel:
             self.rank_class = RankClass("replica", 0, 1, [], [], place_groups(layout, 0), 0)
         self._layers_memo: dict[int, IterationCost] = {}
         self._head_memo: dict[int, IterationCost] = {}
+        self._base_memo: dict[tuple[int, int], dict[str, float]] = {}
         self._allreduce_memo: dict[float, float] = {}
+        self._attention_rates: tuple[GpuCostModel, float, tuple[int, int, int]] | None = None
 
     # -- rates ---------------------------------------------------------------------------------
 
@@ -339,9 +344,7 @@ class IterationModel:
 
     def iteration(self, batch: Batch, running: int) -> IterationCost:
         """The cost of ``batch`` with ``running`` requests in the batch (host bookkeeping)."""
-        cost = IterationCost()
-        _scale_into(cost, self.layers_cost(batch.tokens), 1)
-        _scale_into(cost, self.head_cost(batch.logits_rows), 1)
+        cost = IterationCost(dict(self._base(batch.tokens, batch.logits_rows)))
         self._attention(cost, batch)
         gpu_s = cost.total_s
         reload_s = 0.0
@@ -354,6 +357,28 @@ class IterationModel:
         host_s = self.host_step_s + self.host_request_s * running
         cost.add("cpu", max(0.0, host_s - gpu_s) if self.overlap_host else host_s)
         return cost
+
+    def _base(self, tokens: int, rows: int) -> dict[str, float]:
+        """The layers' cost for ``tokens`` plus the head's for ``rows``, by part (memoised, at
+        most :data:`BASE_MEMO` pairs: a decode-only iteration's tokens are its rows)."""
+        key = (tokens, rows)
+        base = self._base_memo.get(key)
+        if base is None:
+            cost = IterationCost()
+            _scale_into(cost, self.layers_cost(tokens), 1)
+            _scale_into(cost, self.head_cost(rows), 1)
+            if len(self._base_memo) >= BASE_MEMO:
+                self._base_memo.clear()
+            base = self._base_memo[key] = cost.parts
+        return base
+
+    def _rates(self) -> tuple[float, tuple[int, int, int]]:
+        """Attention's FLOP rate and :meth:`_widths` (recomputed if ``self.gpu`` changed)."""
+        if self._attention_rates is None or self._attention_rates[0] is not self.gpu:
+            gpu = self.gpu
+            rate = gpu.peak_of("bf16") * gpu.attention_efficiency_of("bf16")
+            self._attention_rates = (gpu, rate, self._widths())
+        return self._attention_rates[1], self._attention_rates[2]
 
     def _widths(self) -> tuple[int, int, int]:
         """FLOPs per (query, key) pair of prefill, FLOPs per cached token of decode, and the
@@ -377,8 +402,7 @@ class IterationModel:
         layers = s.layers
         windowed = self.window.windowed if self.window is not None else 0
         full = layers - windowed
-        rate = gpu.peak_of("bf16") * gpu.attention_efficiency_of("bf16")
-        per_pair, per_cached, width = self._widths()
+        rate, (per_pair, per_cached, width) = self._rates()
         bandwidth = gpu.hbm_bytes_per_s
         if batch.prefill_tokens:
             nbytes = (batch.prefill_tokens * (width * 2.0 + self.kv_layer_bytes)
