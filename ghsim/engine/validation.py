@@ -21,6 +21,7 @@ from ghsim.engine.result import does_not_fit_line
 from ghsim.engine.simulate import simulate
 from ghsim.errors import InputError
 from ghsim.serving import simulate_serving
+from ghsim.serving.memory import mean_tokens
 from ghsim.workload.modelsize import parameter_count
 
 SUBSETS = ("system", "precision", "model_size", "confidence")
@@ -103,14 +104,15 @@ def _worker_context() -> multiprocessing.context.BaseContext:
 
 def _run_points(work: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]],
                 on_point: Callable[[int, int], None] | None, workers: int,
-                sizes: Sequence[float] | None = None) -> list[Any]:
+                sizes: Sequence[Any] | None = None) -> list[Any]:
     """``function(*args)`` of each item of ``work``, in order, on up to ``workers`` processes
     (one: in this one), the largest of ``sizes`` started first so that no long one starts
     last; ``on_point(done, total)`` after each."""
     total = len(work)
     if workers > 1 and total > 1:
         slots: list[Any] = [None] * total
-        order = sorted(range(total), key=lambda i: -sizes[i]) if sizes else range(total)
+        order = (sorted(range(total), key=lambda i: sizes[i], reverse=True) if sizes
+                 else range(total))
         try:
             with ProcessPoolExecutor(max_workers=min(workers, total),
                                      mp_context=_worker_context()) as pool:
@@ -238,4 +240,15 @@ def validate_inference_file(path: str | Path, on_point: Callable[[int, int], Non
         (_failed, (ServingOutcome, index, entry.line())) if isinstance(entry, InputError)
         else (validate_inference_point, (entry, str(path)))
         for index, entry in enumerate(entries)]
-    return _run_points(work, on_point, workers)
+    sizes = [_serving_size(entry) if isinstance(entry, InferencePointSpec) else (False, 0.0)
+             for entry in entries] if workers > 1 else None
+    return _run_points(work, on_point, workers, sizes)
+
+
+def _serving_size(point: InferencePointSpec) -> tuple[bool, float]:
+    """A rough size of a serving point's simulation, for starting the largest first: a point
+    that searches for its maximum rate runs several simulations, so those come first; then
+    the output tokens its requests generate."""
+    inference = point.scenario.inference
+    requests = inference.requests
+    return inference.find_max_rate, requests.count * mean_tokens(requests.output_tokens)
