@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from ghsim.config.api import load_hardware  # noqa: E402
 from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model  # noqa: E402
-from ghsim.workload.ir import Kernel  # noqa: E402
+from ghsim.workload.kernels import grouped_gemm  # noqa: E402
 
 PART = "h100-sxm5-80gb"
 
@@ -39,21 +39,14 @@ MEASURED: dict[str, dict[tuple[int, int, int, int], float]] = {
 }
 
 
-def grouped_kernel(groups: int, m: int, n: int, k: int) -> Kernel:
-    """The grouped GEMM as ghsim's lowering builds it (``workload.kernels._grouped``)."""
-    data = groups * ((m * k + m * n) * 2 + k * n * 2)
-    return Kernel("experts", 2.0 * m * n * k * groups, data, "bf16", (m, n, k), "gemm",
-                  groups=groups)
-
-
 def fit(model: GpuCostModel, rows: dict[tuple[int, int, int, int], float]) -> float:
     """The least-squares gap per further GEMM, in seconds, over ``rows``."""
     num = den = 0.0
-    for shape, tflops in rows.items():
-        kernel = grouped_kernel(*shape)
+    for (groups, m, n, k), tflops in rows.items():
+        kernel = grouped_gemm("experts", m, n, k, groups)
         excess = kernel.flops / (tflops * 1e12) - model.kernel_s(kernel)
-        num += excess * (shape[0] - 1)
-        den += (shape[0] - 1) ** 2
+        num += excess * (groups - 1)
+        den += (groups - 1) ** 2
     return num / den
 
 
@@ -67,11 +60,11 @@ def main() -> None:
         fitted = replace(base, grouped_gap_s=gap)
         print(f"\n{software}: fitted gap {gap * 1e6:.2f} us per further GEMM")
         print(f"{'(g, m, n, k)':24} {'measured':>9} {'no gap':>7} {'fitted':>7}  TFLOP/s")
-        for shape, tflops in rows.items():
-            kernel = grouped_kernel(*shape)
+        for (groups, m, n, k), tflops in rows.items():
+            kernel = grouped_gemm("experts", m, n, k, groups)
             plain = kernel.flops / no_gap.kernel_s(kernel) / 1e12
             with_gap = kernel.flops / fitted.kernel_s(kernel) / 1e12
-            print(f"{shape!s:24} {tflops:9.1f} {plain:7.1f} {with_gap:7.1f}")
+            print(f"{(groups, m, n, k)!s:24} {tflops:9.1f} {plain:7.1f} {with_gap:7.1f}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ bytes in closed form, dense models untouched)."""
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -16,9 +18,13 @@ from ghsim.costmodel.gpu import gpu_cost_model
 from ghsim.engine.simulate import simulate
 from ghsim.fabric.traffic import _deduplicated
 from ghsim.workload.ir import Comm, Kernel
+from ghsim.workload.kernels import grouped_gemm
 from ghsim.workload.lower import _chunks, lower
 from ghsim.workload.shapes import LayerShapes, layer_shapes
 from ghsim.workload.summary import collective_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import grouped_gemm_gap
 
 H, EXPERTS, TOP_K, EFFN, LAYERS = 1024, 16, 4, 512, 4
 TINY_MOE = ["system=dgx-h100", "model=qwen3-30b-a3b", f"model.layers={LAYERS}",
@@ -300,18 +306,12 @@ def test_each_further_gemm_of_a_grouped_gemm_costs_the_measured_gap_by_hand() ->
 def test_the_fitted_gap_reproduces_transformer_engines_grouped_gemms() -> None:
     """``benchmarks/grouped_gemm_gap.py`` fits the shipped gap to TE 2.7's measured grouped
     GEMMs on an H100 (NVIDIA/TransformerEngine PR #2045) and the model then meets both."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "grouped_gemm_gap.py"
-    spec = importlib.util.spec_from_file_location("grouped_gemm_gap", path)
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
-    rows = bench.MEASURED["TE 2.7, CUDA 12.9"]
-    assert bench.fit(replace(gpu, grouped_gap_s=0.0), rows) == pytest.approx(2.12e-6, abs=5e-9)
-    for shape, tflops in rows.items():
-        kernel = bench.grouped_kernel(*shape)
+    rows = grouped_gemm_gap.MEASURED["TE 2.7, CUDA 12.9"]
+    assert grouped_gemm_gap.fit(replace(gpu, grouped_gap_s=0.0), rows) == pytest.approx(
+        2.12e-6, abs=5e-9)
+    for (groups, m, n, k), tflops in rows.items():
+        kernel = grouped_gemm("experts", m, n, k, groups)
         assert kernel.flops / gpu.kernel_s(kernel) / 1e12 == pytest.approx(tflops, rel=0.015)
 
 

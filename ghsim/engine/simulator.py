@@ -125,7 +125,7 @@ class KernelIssue:
         """Host seconds to issue a compute op's body."""
         if self.graphs:
             return self.kernel_s if body else 0.0
-        extra = sum(s.groups + s.kernels - 2 for s in body if isinstance(s, Kernel))
+        extra = sum(s.launches - 1 for s in body if isinstance(s, Kernel))
         return len(body) * self.kernel_s + extra * self.extra_launch_s
 
     def parts(self, body: tuple[Step, ...]) -> tuple[tuple[Step, ...], ...]:

@@ -54,6 +54,11 @@ class Kernel:
     tokens: experts x the recipe's kernels per tensor); ``bytes`` are all of theirs. Each
     pays the launch gap on the GPU and one launch on the host."""
 
+    @property
+    def launches(self) -> int:
+        """Launches the host issues for this step: each kernel, and each GEMM of a group."""
+        return self.kernels + self.groups - 1
+
 
 @dataclass(frozen=True, slots=True)
 class Comm:

@@ -214,12 +214,17 @@ def _mlp_block(s: LayerShapes) -> list[Step]:
     return steps
 
 
-def _grouped(name: str, m: int, n: int, k: int, groups: int, s: LayerShapes) -> Kernel:
+def grouped_gemm(name: str, m: int, n: int, k: int, groups: int, dtype: str = "bf16",
+                 act_bytes: float = 2.0, weight_bytes: float = 2.0) -> Kernel:
     """``groups`` experts' (m x k) @ (k x n) GEMMs as one grouped GEMM: every expert's weight
     is read, and their tiles share the GPU's waves."""
-    data = groups * ((m * k + m * n) * s.act_bytes + k * n * s.weight_bytes)
-    return Kernel(name, 2.0 * m * n * k * groups, data, s.gemm_dtype, (m, n, k), "gemm",
+    data = groups * ((m * k + m * n) * act_bytes + k * n * weight_bytes)
+    return Kernel(name, 2.0 * m * n * k * groups, data, dtype, (m, n, k), "gemm",
                   groups=groups)
+
+
+def _grouped(name: str, m: int, n: int, k: int, groups: int, s: LayerShapes) -> Kernel:
+    return grouped_gemm(name, m, n, k, groups, s.gemm_dtype, s.act_bytes, s.weight_bytes)
 
 
 def _expert_bias(tokens: int, h: int, experts: int, s: LayerShapes) -> Kernel:
