@@ -163,7 +163,7 @@ def _yaml_cases(folder: Path) -> list[Case]:
         Case("directory-scenario", ("run", str(directory)), 2, "found a directory"),
         Case("yaml-65-mib", ("inspect", str(big)), 2, "MAX_CONFIG_BYTES"),
         Case("set-undecodable-bytes", ("inspect", SCENARIO, "--set", b"name=\xff\xfe"), 2,
-             "not valid YAML"),
+             "expected valid Unicode text, got the lone surrogate \\udcff"),
         Case("path-undecodable-bytes", ("inspect", b"/nowhere/\xff.yaml"), 2,
              "\\udcff.yaml"),
     ]

@@ -97,7 +97,7 @@ OVERRIDES: list[tuple[str, str, str | None]] = [
     ("name=" + "[" * 80 + "]" * 80, "nested at most 64 deep (ghsim.limits.MAX_YAML_DEPTH)",
      "name"),
     ("name=&a [1, *a]", "an alias refers to a node that contains it", "name"),
-    ('name="\\udc80"', "expected valid Unicode text, got the lone surrogate \\udc80", "name"),
+    ('name="\\udc80"', "malformed YAML: found invalid Unicode character escape code", "name"),
     ("num_gpus=2000000", "expected at most 1,048,576 GPUs (ghsim.limits.MAX_GPUS)", "num_gpus"),
 ]
 

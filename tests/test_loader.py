@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ghsim.config import load_file, load_scenario, load_system, load_validation_points
+from ghsim.config import load_file, load_scenario, load_system, load_validation_points, yamlio
 from ghsim.config.yamlio import parse_yaml
 from ghsim.errors import ConfigError, LayoutError, OverrideError
 
@@ -134,6 +134,30 @@ def test_load_file_by_name() -> None:
     assert load_file("dgx-h100").KIND == "system"
     assert load_system("gh200-quad").node.gpus == 4
     assert os.path.basename(str(load_scenario("llama3-8b-gh200").source)) == "llama3-8b-gh200.yaml"
+
+
+def _outcome(text: str, loader: type) -> object:
+    try:
+        return parse_yaml(text, "f", loader)
+    except ConfigError:
+        return ConfigError
+
+
+def test_libyaml_and_python_parsers_read_every_file_alike() -> None:
+    """ghsim reads YAML with libyaml's parser under its own composer and constructor; PyYAML's
+    pure-Python parser, the fallback, gives the same data for every shipped and test file, and
+    both refuse the malformed ones (their messages may be worded differently)."""
+    assert yamlio._StrictSafeLoader is not yamlio._PythonLoader  # libyaml is installed here
+    root = Path(__file__).resolve().parents[1]
+    files = [path for folder in ("configs", "models", "validation", "examples", "tests/data")
+             for path in sorted((root / folder).rglob("*.yaml"))]
+    assert len(files) > 100
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        fast = _outcome(text, yamlio._StrictSafeLoader)
+        assert fast == _outcome(text, yamlio._PythonLoader), path
+        if path.name.startswith("yaml-"):  # the broken corpus's malformed documents
+            assert fast is ConfigError, path
 
 
 def test_a_key_after_a_yaml_merge_overrides_the_merged_value(tmp_path: Path) -> None:

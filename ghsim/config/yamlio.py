@@ -1,8 +1,10 @@
 """Reading YAML safely: one mapping per file, no duplicate keys, plain scientific notation.
 
-Only ``yaml.SafeLoader`` is used (no arbitrary objects). Two PyYAML habits that silently lose a
-user's data are turned into errors or fixed: a key given twice (PyYAML keeps the last) is an
-error, and ``1e9`` (YAML 1.1 reads it as a string) is read as the number it looks like.
+PyYAML's safe constructor is used (no arbitrary objects), on libyaml's parser where PyYAML has
+it (its pure-Python parser otherwise; the two read ghsim's files alike). Two PyYAML habits that
+silently lose a user's data are turned into errors or fixed: a key given twice (PyYAML keeps the
+last) is an error, and ``1e9`` (YAML 1.1 reads it as a string) is read as the number it looks
+like.
 
 Hostile documents are refused before they are built (:mod:`ghsim.limits`): a file larger than
 ``MAX_CONFIG_BYTES`` or that is not a regular file, nesting deeper than ``MAX_YAML_DEPTH``
@@ -19,6 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from ghsim.config.diagnose import show_value
 from ghsim.config.search import display
@@ -59,19 +67,18 @@ _SATURATED = 2**62
 digits)."""
 
 
-class _StrictSafeLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys, reads ``1e9`` as a float, and knows only
-    ``true``/``false`` as booleans (YAML 1.2); it bounds nesting and alias expansion."""
+class _Strict(Composer, SafeConstructor, Resolver):
+    """Safe construction that rejects duplicate keys, reads ``1e9`` as a float, and knows
+    only ``true``/``false`` as booleans (YAML 1.2); it bounds nesting and alias expansion
+    while PyYAML's Python composer composes the parser's events (the loaders below)."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.depth = 0
+    depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self.depth += 1
         try:
             if self.depth > MAX_YAML_DEPTH:
-                event = self.peek_event()  # type: ignore[no-untyped-call]
+                event = self.peek_event()  # type: ignore[attr-defined]
                 raise _Limit(f"expected mappings and lists nested at most {MAX_YAML_DEPTH} deep "
                              "(ghsim.limits.MAX_YAML_DEPTH)", event.start_mark)
             return super().compose_node(parent, index)
@@ -134,7 +141,7 @@ def _measure(node: yaml.Node, depth: int, memo: dict[int, tuple[int, int]],
     return size, height
 
 
-def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+def _construct_mapping(loader: _Strict, node: yaml.MappingNode) -> dict[Any, Any]:
     """A mapping in which a key written twice is an error, but a key written after a merge
     (``<<: *defaults``) overrides the merged value, as YAML's merge key means it to (the first
     of several merged mappings that give a key wins)."""
@@ -163,31 +170,71 @@ def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dic
     return mapping
 
 
-_StrictSafeLoader.add_constructor(
+_Strict.add_constructor(  # type: ignore[type-var]
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _construct_mapping,
 )
-_StrictSafeLoader.yaml_implicit_resolvers = {
+_Strict.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:float"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    for first, resolvers in Resolver.yaml_implicit_resolvers.items()
 }
 # YAML 1.2 booleans only: ``no``, ``on`` and ``off`` stay strings, as a reader expects.
-_StrictSafeLoader.yaml_implicit_resolvers = {
+_Strict.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in _StrictSafeLoader.yaml_implicit_resolvers.items()
+    for first, resolvers in _Strict.yaml_implicit_resolvers.items()
 }
-_StrictSafeLoader.add_implicit_resolver(
+_Strict.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
-_StrictSafeLoader.add_implicit_resolver(
+_Strict.add_implicit_resolver(
     "tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789.")
 )
 
 
-def parse_yaml(text: str, source: str) -> Any:
+class _PythonLoader(_Strict, Parser, Scanner, Reader):
+    """The strict loader on PyYAML's own reader, scanner and parser, all in Python (where
+    PyYAML has no libyaml; a test reads every shipped file with both loaders and compares)."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+
+_StrictSafeLoader: type[_Strict] = _PythonLoader
+try:
+    from yaml._yaml import CParser
+except ImportError:  # pragma: no cover - a PyYAML built without libyaml
+    pass
+else:
+    class _LibyamlLoader(_Strict, CParser):
+        """The strict loader on libyaml's scanner and parser, about 10x faster (a ghsim
+        command reads 5 to 7 files); PyYAML's Python composer comes first in the method order,
+        so nesting is still bounded node by node while composing."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    _StrictSafeLoader = _LibyamlLoader
+
+
+def parse_yaml(text: str, source: str, loader: type | None = None) -> Any:
     """Parse one YAML document from ``text``; ``source`` names it in errors."""
+    surrogate = _SURROGATE.search(text)
+    if surrogate is not None:  # text read from a command line may hold one; libyaml takes none
+        line = text.count("\n", 0, surrogate.start())
+        column = surrogate.start() - (text.rfind("\n", 0, surrogate.start()) + 1)
+        raise YamlLimitError(source, "", f"line {line + 1}, column {column + 1}: expected valid "
+                             f"Unicode text, got the lone surrogate "
+                             f"{surrogate.group().encode('unicode_escape').decode()}")
     try:
-        documents = list(yaml.load_all(text, Loader=_StrictSafeLoader))
+        documents = list(yaml.load_all(text, Loader=loader or _StrictSafeLoader))
     except _Limit as exc:
         mark = exc.mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -198,6 +245,14 @@ def parse_yaml(text: str, source: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = exc.problem or exc.context or "malformed YAML"
+        if problem == "found character that cannot start any token" and mark:
+            lines = text.splitlines()  # name it, as PyYAML's own parser did (a tab, mostly)
+            if mark.line < len(lines) and mark.column < len(lines[mark.line]):
+                problem = (f"found character {lines[mark.line][mark.column]!r} that cannot "
+                           "start any token")
+        if "maximum nesting depth" in problem:  # libyaml's own bound, met while scanning ahead
+            raise YamlLimitError(source, "", f"{where}expected mappings and lists nested at most "
+                                 f"{MAX_YAML_DEPTH} deep (ghsim.limits.MAX_YAML_DEPTH)") from None
         raise ConfigError(source, "", f"{where}malformed YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(source, "", f"malformed YAML: {' '.join(str(exc).split())}") from None

@@ -24,6 +24,7 @@ class Spec(BaseModel):
         allow_inf_nan=False,
         frozen=True,
         populate_by_name=False,
+        defer_build=True,
     )
 
     ALTERNATIVES: ClassVar[tuple[tuple[str, str], ...]] = ()
