@@ -11,6 +11,7 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,6 +127,39 @@ def test_a_faster_host_or_none_shortens_a_host_bound_step() -> None:
     quicker = simulate(load_scenario("llama3-8b-gh200", [
         *SMALL, "system.node.cpu.cpu.compute.kernel_issue_us=13.5"])).step_time_s
     assert quicker < 0.6 * grace
+
+
+def test_a_backward_kernel_takes_its_host_longer_by_hand() -> None:
+    """Autograd issues a backward kernel in ``backward_ratio`` times a forward one's host time
+    (TE PR #3523: 2.13x for a Linear, 2.51x for a LayerNormLinear); a recomputed forward kernel
+    in the backward pass costs a forward one's."""
+    recomputed = Kernel("r", 1.0, 1.0, "bf16", recompute=True)
+    body = (_gemm(8, 8, 8), _gemm(8, 8, 8), recomputed)
+    issue = KernelIssue(kernel_s=10e-6, backward_ratio=2.0)
+    assert issue.issue_s(body) == pytest.approx(30e-6)
+    assert issue.issue_s(body, backward=True) == pytest.approx((2 * 2.0 + 1) * 10e-6)
+    assert KernelIssue(kernel_s=10e-6).issue_s(body, backward=True) == pytest.approx(30e-6)
+
+
+def test_a_dearer_backward_issue_slows_only_a_host_bound_step() -> None:
+    """On a host-bound step each unit of the ratio adds the same host time, all of it a wait
+    for the CPU, and never more than the backward steps' extra issue time; a large step is
+    not moved at all."""
+    def run(ratio: float, base: list[str]) -> Any:
+        return simulate(load_scenario("llama3-8b-gh200", [
+            *base, f"system.node.cpu.cpu.compute.backward_issue_ratio={ratio}"]))
+
+    one, two, three = (run(r, SMALL) for r in (1.0, 2.0, 3.0))
+    backward = sum(len(op.body) for c in one.timeline.classes for op in c.rank_class.ops
+                   if op.kind == "compute" and op.attrs.get("phase") == "B")
+    added = two.step_time_s - one.step_time_s
+    assert 0 < added <= backward * 33.2e-6
+    assert three.step_time_s - two.step_time_s == pytest.approx(added)
+    assert two.breakdown_s["cpu"] - one.breakdown_s["cpu"] == pytest.approx(added)
+    large = ["system=gh200-single", "num_gpus=1", "model=llama3-8b", "model.layers=2",
+             "training.seq_len=4096", "training.micro_batch=2", "training.global_batch=4",
+             "offload.strategy=none"]
+    assert run(1.0, large).step_time_s == run(3.0, large).step_time_s
 
 
 def test_a_large_step_is_not_held_back_by_its_host() -> None:

@@ -297,7 +297,8 @@ def _kernel_issue(spec: ScenarioSpec, workload: Workload) -> KernelIssue:
     if not per_kernel or "replay" in workload.attrs or spec.microbenchmark is not None:
         return KernelIssue()
     extra = (cpu.compute.kernel_launch_us or 0.0) if cpu is not None else 0.0
-    return KernelIssue(per_kernel * 1e-6, spec.training.cuda_graphs, extra * 1e-6)
+    backward = (cpu.compute.backward_issue_ratio or 1.0) if cpu is not None else 1.0
+    return KernelIssue(per_kernel * 1e-6, spec.training.cuda_graphs, extra * 1e-6, backward)
 
 
 def simulate(scenario: Scenario) -> Result:

@@ -117,16 +117,24 @@ class KernelIssue:
     extra_launch_s: float = 0.0
     """Host time of each further launch inside one kernel step (a grouped GEMM's experts, a
     per-expert FP8 quantization's kernels)."""
+    backward_ratio: float = 1.0
+    """A backward kernel's issue time over a forward one's: autograd calls each module's
+    backward from its engine thread, which unpacks what the forward saved and runs the
+    gradient hooks (recomputed forward kernels cost a forward kernel's time)."""
 
     def launches(self, body: tuple[Step, ...]) -> int:
         return min(1, len(body)) if self.graphs else len(body)
 
-    def issue_s(self, body: tuple[Step, ...]) -> float:
-        """Host seconds to issue a compute op's body."""
+    def issue_s(self, body: tuple[Step, ...], backward: bool = False) -> float:
+        """Host seconds to issue a compute op's body (of a backward op: ``backward``)."""
         if self.graphs:
             return self.kernel_s if body else 0.0
         extra = sum(s.launches - 1 for s in body if isinstance(s, Kernel))
-        return len(body) * self.kernel_s + extra * self.extra_launch_s
+        steps = float(len(body))
+        if backward and self.backward_ratio != 1.0:
+            recomputed = sum(1 for s in body if isinstance(s, Kernel) and s.recompute)
+            steps = recomputed + (len(body) - recomputed) * self.backward_ratio
+        return steps * self.kernel_s + extra * self.extra_launch_s
 
     def parts(self, body: tuple[Step, ...]) -> tuple[tuple[Step, ...], ...]:
         """The body cut before each collective the host waits for (``Comm.host_sync``): the
@@ -168,7 +176,7 @@ class Simulator:
         self.tp_comm_overlap = tp_comm_overlap
         self.ep_overlap = ep_overlap
         self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[Segment, ...]]] = {}
-        self._issues: dict[int, tuple[_Issue, ...]] = {}
+        self._issues: dict[tuple[int, bool], tuple[_Issue, ...]] = {}
         self._plans: dict[tuple[str, Comm], tuple[float, Plan, list[tuple[Path, float]]]] = {}
         self.issue = issue or KernelIssue()
         self.host_clock: dict[str, float] = {}
@@ -197,15 +205,16 @@ class Simulator:
                                                  self.ep_overlap))
         return self._bodies[key]
 
-    def issues(self, body: tuple[Step, ...]) -> tuple[_Issue, ...]:
-        """How the host issues a compute op's body: part by part between its syncs (cached)."""
-        key = id(body)
+    def issues(self, body: tuple[Step, ...], backward: bool = False) -> tuple[_Issue, ...]:
+        """How the host issues a compute op's body (of a backward op: ``backward``): part by
+        part between its syncs (cached)."""
+        key = (id(body), backward)
         if key not in self._issues:
             # with the all-to-alls overlapped, another micro-batch's kernels keep the GPU busy
             # while the host waits, so no sync holds it (KernelIssue.parts)
             split = (body,) if self.ep_overlap else self.issue.parts(body)
             self._issues[key] = tuple(
-                _Issue(self.issue.launches(part), self.issue.issue_s(part),
+                _Issue(self.issue.launches(part), self.issue.issue_s(part, backward),
                        sum(self.gpu.kernel_s(k) for k in part if isinstance(k, Kernel)))
                 for part in split)
         return self._issues[key]
@@ -342,7 +351,7 @@ class Simulator:
                 parts[op.attrs["category"]] = op.attrs["fallback_s"]
                 body = (Segment(op.attrs["fallback_s"]),)
             elif "not_before_s" not in op.attrs:  # an imported trace has its own launch times
-                first, *later = self.issues(op.body)
+                first, *later = self.issues(op.body, op.attrs.get("phase") == "B")
                 issued = self.host_clock.get(owner, 0.0)
                 self.host_clock[owner] = issued + first.issue_s
                 wait = self.issue.wait_s(issued, self.env.now, first.launches, first.kernel_s,

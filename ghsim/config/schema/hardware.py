@@ -593,6 +593,13 @@ class CpuComputeSpec(Spec):
         "the GPU waits for its host (training.cuda_graphs replays a captured op with one "
         "launch). Absent or 0: the host never holds the GPU back.",
     )
+    backward_issue_ratio: float | None = Field(
+        default=None, ge=1.0, description="The framework's CPU time to issue a backward "
+        "kernel over its time to issue a forward one (kernel_issue_us): autograd calls each "
+        "module's backward from its engine thread, unpacks what the forward saved and runs "
+        "the gradient hooks. Recomputed forward kernels in the backward pass cost a forward "
+        "kernel's time. Absent: backward kernels cost what forward ones do.",
+    )
     kernel_launch_us: float | None = Field(
         default=None, ge=0.0, description="CPU time of one more kernel launch issued from C++ "
         "inside an op that launches several (Transformer Engine's grouped GEMM on Hopper loops "
