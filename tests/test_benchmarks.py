@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.benchmark
 @pytest.mark.parametrize(
     "script", ["bench_graph.py", "bench_lower.py", "bench_simulate.py", "bench_pages.py",
-               "bench_import.py",
+               "bench_import.py", "bench_startup.py",
                "bench_sweep.py", "bench_serving.py"]
 )
 def test_benchmark_meets_its_target(script: str) -> None:
