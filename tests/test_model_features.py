@@ -382,3 +382,45 @@ def test_untied_output_matrix_has_parameters_gradients_states_and_traffic() -> N
     assert [k.flops for k in kernels_named(untied_cls, "logits")] == [
         k.flops for k in kernels_named(tied_cls, "logits")]
     assert lower(untied).model_flops_per_step == lower(tied).model_flops_per_step
+
+
+# -- ops run as separate PyTorch kernels (Hugging Face modeling code) ---------------------------
+
+def _kernels(sc: Scenario, backward: bool = False) -> dict[str, Kernel]:
+    shapes = layer_shapes(sc.spec, sc.layout)
+    steps = layer_backward(shapes) if backward else layer_forward(shapes)
+    return {k.name: k for k in steps if isinstance(k, Kernel)}
+
+
+def test_eager_ops_move_the_bytes_counted_by_hand() -> None:
+    """One sequence of 2048 tokens, hidden 64, 4 heads of 16, ffn 256, bf16. RMSNorm eager: 36
+    bytes an element forward in 5 kernels, 88 backward in 10; RoPE over queries and keys: 20
+    and 20 in 5 each; the gated activation over the ffn: 10 and 18 in 2 and 3. Fused: one
+    kernel, 2 bytes read and written an element (the activation reads both halves)."""
+    model = {"gated_mlp": True, "qk_norm": True}
+    fused = _kernels(scenario(model))
+    eager = _kernels(scenario(model, eager_ops=["norm", "rope", "activation"]))
+    eager_bwd = _kernels(scenario(model, eager_ops=["norm", "rope", "activation"]), True)
+    t, h, f = S, 64, 256
+    assert fused["ln1"].bytes == t * h * 4 and fused["ln1"].kernels == 1
+    assert fused["mlp_act"].bytes == t * f * 6
+    for name, elements, forward, backward, kernels in (
+            ("ln1", t * h, 36, 88, (5, 10)), ("ln2", t * h, 36, 88, (5, 10)),
+            ("q_norm", t * h, 36, 88, (5, 10)), ("k_norm", t * h, 36, 88, (5, 10)),
+            ("rope", t * 2 * h, 20, 20, (5, 5)), ("mlp_act", t * f, 10, 18, (2, 3))):
+        assert eager[name].bytes == elements * forward, name
+        assert eager_bwd[f"{name}.bwd"].bytes == pytest.approx(elements * backward), name
+        assert (eager[name].kernels, eager_bwd[f"{name}.bwd"].kernels) == kernels, name
+    # a non-gated activation is one PyTorch kernel either way
+    gelu = _kernels(scenario(eager_ops=["activation"]))["mlp_act"]
+    assert gelu == _kernels(scenario())["mlp_act"]
+
+
+def test_each_eager_op_slows_a_step_and_none_leaves_it_as_it_was() -> None:
+    from ghsim.engine.simulate import simulate
+
+    model = {"gated_mlp": True, "qk_norm": True, "layers": 4}
+    times = [simulate(scenario(model, eager_ops=ops)).step_time_s
+             for ops in ([], ["norm"], ["norm", "rope"], ["norm", "rope", "activation"])]
+    assert times == sorted(times) and len(set(times)) == 4
+    assert times[0] == simulate(scenario(model)).step_time_s

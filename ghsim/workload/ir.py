@@ -53,6 +53,9 @@ class Kernel:
     """Kernels this step launches one after another (an FP8 quantization of each expert's
     tokens: experts x the recipe's kernels per tensor); ``bytes`` are all of theirs. Each
     pays the launch gap on the GPU and one launch on the host."""
+    eager: str | None = None
+    """The op (``norm``, ``rope``, ``activation``) this step runs as separate PyTorch kernels
+    (``training.eager_ops``); its backward is that op's autograd kernels."""
 
     @property
     def launches(self) -> int:

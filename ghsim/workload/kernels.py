@@ -35,6 +35,33 @@ def _eltwise(name: str, elements: int, s: LayerShapes, reads: int = 1, writes: i
     return Kernel(name, 0.0, elements * (reads + writes) * s.act_bytes, "bf16", (elements,), klass)
 
 
+def _fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
+             klass: str = "elementwise") -> Kernel:
+    """A norm, RoPE or activation: one fused kernel reading ``reads`` inputs, or, where the
+    framework runs ``op`` eagerly (``training.eager_ops``), its PyTorch kernels (:data:`_EAGER`)."""
+    if op not in s.eager:
+        return _eltwise(name, elements, s, reads=reads, klass=klass)
+    forward, kernels, _, _ = _EAGER[op]
+    return Kernel(name, 0.0, elements * forward * s.act_bytes / 2, "bf16", (elements,), klass,
+                  kernels=kernels, eager=op)
+
+
+_EAGER: dict[str, tuple[float, int, float, int]] = {
+    "norm": (36.0, 5, 88.0, 10),
+    "rope": (20.0, 5, 20.0, 5),
+    "activation": (10.0, 2, 18.0, 3),
+}
+"""An op run as separate PyTorch kernels (``training.eager_ops``; Hugging Face Transformers'
+modeling code, huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py): bytes moved
+per element of its input with 16-bit activations and kernels launched, forward and backward.
+RMSNorm upcasts to fp32 (2 + 4), squares (4 + 4), averages (4), scales (4 + 4), downcasts
+(4 + 2) and applies its weight (2 + 2); its autograd graph runs each step backward (weight,
+downcast, scale and its reduction, square, the two gradients' sum, upcast). RoPE's
+``q * cos + rotate_half(q) * sin`` negates half (1 + 1), concatenates (2 + 2), multiplies
+twice and adds (4 + 4 + 6); backward the products by sin and cos, the negation, the slices'
+copy and the sum. The gated MLP's ``act(gate) * up``: SiLU (2 + 2 per element of the
+up-projection's half) and the product (4 + 2); backward both products and SiLU's gradient."""
+
 _FP8_KERNELS_PER_TENSOR = {"delayed": 1, "tensorwise": 3, "blockwise": 1}
 """Kernels Transformer Engine launches to quantize one tensor (NVIDIA/TransformerEngine@v2.9
 ``pytorch/csrc/quantizer.cpp``): delayed scaling casts with last steps' scale in one
@@ -168,13 +195,13 @@ def _attention_block(s: LayerShapes) -> list[Step]:
     """Norm, QKV (or MLA's projections), attention and the output projection, with their
     tensor-parallel communication, up to the first residual add."""
     h, sp = s.hidden, s.sequence_parallel
-    steps: list[Step] = [_eltwise("ln1", s.sp_tokens * h, s, klass="norm")]
+    steps: list[Step] = [_fusable("ln1", "norm", s.sp_tokens * h, s, klass="norm")]
     steps += _tp("ln1.all_gather", "all_gather", s) if sp else []
     steps += _mla(s) if s.mla is not None else _qkv_attention(s)
     steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
         "proj.all_reduce", "all_reduce", s)
     steps += [_eltwise("residual1", s.sp_tokens * h, s, reads=2),
-              _eltwise("ln2", s.sp_tokens * h, s, klass="norm")]
+              _fusable("ln2", "norm", s.sp_tokens * h, s, klass="norm")]
     return steps
 
 
@@ -184,10 +211,10 @@ def _qkv_attention(s: LayerShapes) -> list[Step]:
     steps: list[Step] = _fp8_cast("qkv", t * h, s)
     steps += [_gemm("qkv", t, s.q_width + 2 * s.kv_width, h, s)]
     if s.qk_norm:  # Qwen3 / Megatron --qk-layernorm: normalized before RoPE
-        steps += [_eltwise("q_norm", t * s.q_width, s, klass="norm"),
-                  _eltwise("k_norm", t * s.kv_width, s, klass="norm")]
+        steps += [_fusable("q_norm", "norm", t * s.q_width, s, klass="norm"),
+                  _fusable("k_norm", "norm", t * s.kv_width, s, klass="norm")]
     if s.rotary:  # learned or no position embeddings rotate nothing
-        steps += [_eltwise("rope", t * (s.q_width + s.kv_width), s)]
+        steps += [_fusable("rope", "rope", t * (s.q_width + s.kv_width), s)]
     steps += _cp_kv("attn.cp_kv_gather", "all_gather", s)
     steps += attention_core(s)
     steps += _fp8_cast("proj", t * s.q_width, s)
@@ -205,7 +232,9 @@ def _mlp_block(s: LayerShapes) -> list[Step]:
     steps += [_gemm("mlp_up", t, up, h, s),
               # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
               # and the up halves; gelu, relu, squared_relu and xielu read one input
-              _eltwise("mlp_act", t * s.ffn, s, reads=2 if s.gated else 1)]
+              # eager, a gated activation is two kernels (GELU's or ReLU's one is fused)
+              _fusable("mlp_act", "activation" if s.gated else "", t * s.ffn, s,
+                       reads=2 if s.gated else 1)]
     steps += _fp8_cast("mlp_down", t * s.ffn, s)
     steps += [_gemm("mlp_down", t, h, s.ffn, s)]
     steps += _tp("mlp.reduce_scatter", "reduce_scatter", s) if sp else _tp(
@@ -320,6 +349,10 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
     if kernel.klass == "attention":
         return [replace(kernel, name=f"{kernel.name}.bwd", flops=2 * kernel.flops,
                         bytes=2 * kernel.bytes)]
+    if kernel.eager is not None:  # the op's autograd kernels
+        forward, _, backward, kernels = _EAGER[kernel.eager]
+        return [replace(kernel, name=f"{kernel.name}.bwd", bytes=kernel.bytes * backward / forward,
+                        kernels=kernels)]
     return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes)]
 
 
@@ -427,7 +460,7 @@ def _logits(s: LayerShapes) -> Kernel:
 
 def head_forward(s: LayerShapes) -> list[Step]:
     """Final norm, logits GEMM over this rank's vocabulary shard, and the cross-entropy loss."""
-    steps: list[Step] = [_eltwise("final_ln", s.sp_tokens * s.hidden, s, klass="norm")]
+    steps: list[Step] = [_fusable("final_ln", "norm", s.sp_tokens * s.hidden, s, klass="norm")]
     steps += _tp("final_ln.all_gather", "all_gather", s) if s.sequence_parallel else []
     steps += [_logits(s), _loss(s, backward=False)]
     return steps
@@ -493,5 +526,7 @@ def head_backward(s: LayerShapes) -> list[Step]:
         steps += _tp("final_ln.bwd_reduce_scatter", "reduce_scatter", s)
     elif s.tp > 1:
         steps += _tp("final_ln.bwd_all_reduce", "all_reduce", s)
-    steps += [_eltwise("final_ln.bwd", s.sp_tokens * s.hidden, s, reads=2, klass="norm")]
+    final = _fusable("final_ln", "norm", s.sp_tokens * s.hidden, s, klass="norm")
+    steps += _backward_of(final, s) if final.eager else [
+        _eltwise("final_ln.bwd", s.sp_tokens * s.hidden, s, reads=2, klass="norm")]
     return steps

@@ -132,6 +132,8 @@ class LayerShapes:
     attention_work: float
     """Executed attention work relative to a causal mask over the whole sequence (document
     masking: ``TrainingSpec.attention_work_fraction``)."""
+    eager: frozenset[str] = frozenset()
+    """Ops run as separate PyTorch kernels (``TrainingSpec.eager_ops``)."""
     moe: MoeShapes | None = None
     """The experts of the model's MoE layers (None: a dense model)."""
     mla: MlaShapes | None = None
@@ -197,6 +199,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         rotary=model.position_embedding == "rope",
         qk_norm=model.qk_norm,
         cross_entropy_fusion=training.cross_entropy_fusion,
+        eager=frozenset(training.eager_ops),
         attention_work=training.attention_work_fraction,
         moe=moe_shapes(spec, layout),
         mla=mla_shapes(spec, layout),

@@ -95,6 +95,18 @@ class TrainingSpec(Spec):
         "moved a logit in the forward pass of a 16-bit model and 6 instead of 14 in the "
         "backward pass. Default off, as in Megatron.",
     )
+    eager_ops: list[Literal["norm", "rope", "activation"]] = Field(
+        default_factory=list, description="Ops the framework runs as a sequence of separate "
+        "PyTorch kernels instead of one fused kernel, as Hugging Face Transformers' modeling "
+        "code does (huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py): norm, "
+        "the RMSNorm in fp32 (upcast, square, mean, scale, downcast, weight: 36 bytes an "
+        "element forward in 5 kernels, 88 backward in 10); rope, rotate_half's negate and "
+        "concatenate with two products and a sum (20 bytes forward in 5 kernels, 20 backward "
+        "in 5); activation, the gated MLP's SiLU and product (10 bytes an element of the "
+        "up-projection forward in 2 kernels, 18 backward in 3). Byte counts are for 16-bit "
+        "activations, traced by hand from the autograd graph. Empty (default): fused, as "
+        "Megatron-Core and Transformer Engine run them.",
+    )
     fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: Transformer Engine's scaling recipe. "
         "delayed (DelayedScaling, TE's and NeMo's default on Hopper): each GEMM input is cast "
