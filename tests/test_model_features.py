@@ -411,9 +411,12 @@ def test_eager_ops_move_the_bytes_counted_by_hand() -> None:
         assert eager[name].bytes == elements * forward, name
         assert eager_bwd[f"{name}.bwd"].bytes == pytest.approx(elements * backward), name
         assert (eager[name].kernels, eager_bwd[f"{name}.bwd"].kernels) == kernels, name
-    # a non-gated activation is one PyTorch kernel either way
+    # a non-gated activation, and a LayerNorm, are one PyTorch kernel either way
     gelu = _kernels(scenario(eager_ops=["activation"]))["mlp_act"]
     assert gelu == _kernels(scenario())["mlp_act"]
+    layernorm = {"norm": "layernorm"}
+    assert (_kernels(scenario(layernorm, eager_ops=["norm"]))["ln1"]
+            == _kernels(scenario(layernorm))["ln1"])
 
 
 def test_each_eager_op_slows_a_step_and_none_leaves_it_as_it_was() -> None:

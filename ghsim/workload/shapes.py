@@ -199,7 +199,8 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         rotary=model.position_embedding == "rope",
         qk_norm=model.qk_norm,
         cross_entropy_fusion=training.cross_entropy_fusion,
-        eager=frozenset(training.eager_ops),
+        # PyTorch's LayerNorm is one kernel: only an RMSNorm written in PyTorch ops is eager
+        eager=frozenset(op for op in training.eager_ops if op != "norm" or model.norm == "rmsnorm"),
         attention_work=training.attention_work_fraction,
         moe=moe_shapes(spec, layout),
         mla=mla_shapes(spec, layout),

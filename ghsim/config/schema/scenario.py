@@ -99,13 +99,14 @@ class TrainingSpec(Spec):
         default_factory=list, description="Ops the framework runs as a sequence of separate "
         "PyTorch kernels instead of one fused kernel, as Hugging Face Transformers' modeling "
         "code does (huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py): norm, "
-        "the RMSNorm in fp32 (upcast, square, mean, scale, downcast, weight: 36 bytes an "
-        "element forward in 5 kernels, 88 backward in 10); rope, rotate_half's negate and "
-        "concatenate with two products and a sum (20 bytes forward in 5 kernels, 20 backward "
-        "in 5); activation, the gated MLP's SiLU and product (10 bytes an element of the "
-        "up-projection forward in 2 kernels, 18 backward in 3). Byte counts are for 16-bit "
-        "activations, traced by hand from the autograd graph. Empty (default): fused, as "
-        "Megatron-Core and Transformer Engine run them.",
+        "an RMSNorm in fp32 (upcast, square, mean, scale, downcast, weight: 36 bytes an "
+        "element forward in 5 kernels, 88 backward in 10; a LayerNorm is one PyTorch kernel "
+        "either way); rope, rotate_half's negate and concatenate with two products and a sum "
+        "(20 bytes forward in 5 kernels, 20 backward in 5); activation, the gated MLP's SiLU "
+        "and product (10 bytes an element of the up-projection forward in 2 kernels, 18 "
+        "backward in 3). Byte counts are for 16-bit activations, traced by hand from the "
+        "autograd graph. Empty (default): fused, as Megatron-Core and Transformer Engine run "
+        "them.",
     )
     fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: Transformer Engine's scaling recipe. "
