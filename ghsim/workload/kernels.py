@@ -232,9 +232,7 @@ def _mlp_block(s: LayerShapes) -> list[Step]:
     steps += [_gemm("mlp_up", t, up, h, s),
               # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
               # and the up halves; gelu, relu, squared_relu and xielu read one input
-              # eager, a gated activation is two kernels (GELU's or ReLU's one is fused)
-              _fusable("mlp_act", "activation" if s.gated else "", t * s.ffn, s,
-                       reads=2 if s.gated else 1)]
+              _fusable("mlp_act", "activation", t * s.ffn, s, reads=2 if s.gated else 1)]
     steps += _fp8_cast("mlp_down", t * s.ffn, s)
     steps += [_gemm("mlp_down", t, h, s.ffn, s)]
     steps += _tp("mlp.reduce_scatter", "reduce_scatter", s) if sp else _tp(
@@ -526,7 +524,6 @@ def head_backward(s: LayerShapes) -> list[Step]:
         steps += _tp("final_ln.bwd_reduce_scatter", "reduce_scatter", s)
     elif s.tp > 1:
         steps += _tp("final_ln.bwd_all_reduce", "all_reduce", s)
-    final = _fusable("final_ln", "norm", s.sp_tokens * s.hidden, s, klass="norm")
-    steps += _backward_of(final, s) if final.eager else [
-        _eltwise("final_ln.bwd", s.sp_tokens * s.hidden, s, reads=2, klass="norm")]
+    steps += _backward_of(_fusable("final_ln", "norm", s.sp_tokens * s.hidden, s,
+                                   klass="norm"), s)
     return steps

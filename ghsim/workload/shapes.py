@@ -168,6 +168,17 @@ def window_work(seq_len: int, window: int) -> float:
     return windowed / (seq_len * (seq_len + 1) / 2)
 
 
+def eager_ops(spec: ScenarioSpec) -> frozenset[str]:
+    """The ``training.eager_ops`` that are several PyTorch kernels for this model: a LayerNorm
+    (``F.layer_norm``) and a non-gated activation (GELU, ReLU) are one kernel either way."""
+    ops = set(spec.training.eager_ops)
+    if spec.model.norm != "rmsnorm":
+        ops.discard("norm")
+    if not spec.model.gated_mlp:
+        ops.discard("activation")
+    return frozenset(ops)
+
+
 def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
     """The per-rank shapes of ``spec`` under ``layout``."""
     model, training, par = spec.model, spec.training, spec.parallelism
@@ -199,8 +210,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         rotary=model.position_embedding == "rope",
         qk_norm=model.qk_norm,
         cross_entropy_fusion=training.cross_entropy_fusion,
-        # PyTorch's LayerNorm is one kernel: only an RMSNorm written in PyTorch ops is eager
-        eager=frozenset(op for op in training.eager_ops if op != "norm" or model.norm == "rmsnorm"),
+        eager=eager_ops(spec),
         attention_work=training.attention_work_fraction,
         moe=moe_shapes(spec, layout),
         mla=mla_shapes(spec, layout),
