@@ -20,3 +20,17 @@ def shipped(*folders: str) -> list[Path]:
 @pytest.fixture
 def calibration_file() -> Path:
     return ROOT / "validation" / "calibration.yaml"
+
+
+SLOWEST_FIRST = ("test_calibration.py", "test_accuracy_sets.py", "test_serving.py",
+                 "test_hostile.py", "test_import.py", "test_sweep.py")
+"""Modules that simulate whole validation sets or run many subprocesses, in the order they
+should start: pytest-xdist (``--dist loadscope``, pyproject.toml) hands its workers whole
+modules in collection order, and a long module started last would leave the other core idle
+while it runs."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the slowest modules first (a stable sort: every module keeps its own order)."""
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -1,0 +1,41 @@
+"""Accuracy on validation/moe.yaml (issue 13) and validation/gh200.yaml (issue 11).
+
+Their own module, apart from tests/test_calibration.py, so that pytest-xdist (which hands each
+worker whole modules) runs them beside the calibration set rather than after it.
+"""
+
+from __future__ import annotations
+
+from ghsim import cli
+from ghsim.engine.validation import summarize, validate_file
+from tests.conftest import ROOT
+
+CORES = cli._cores()
+"""The accuracy tests simulate their sets' points on every core available."""
+
+
+def test_moe_points_all_simulate_within_a_regression_bound() -> None:
+    """validation/moe.yaml (issue 13): every point simulates and fits, as a measured run did
+    (GPT-OSS-120B did not while the table's MBS 4, the Blackwell presets', stood for the H100
+    preset's 1). The issue's target is a MAPE of 15 %; today's is 15.3 % (worst -41 %, Qwen3-235B
+    at tp 4 / ep 8), so this bound only guards against regressions until the mechanisms that
+    close the gap land."""
+    outcomes = validate_file(ROOT / "validation" / "moe.yaml", workers=CORES)
+    summary = summarize(outcomes)
+    assert not [o.failed for o in outcomes if o.failed]
+    assert summary["simulated"] == 9
+    assert summary["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
+    report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
+    assert summary["mape"] <= 0.16, report
+
+
+def test_gh200_points_all_fit_in_memory_within_a_regression_bound() -> None:
+    """A measured run ran, so its scenario fits: SuperOffload's Qwen3-14B on one 96 GB GH200
+    did not while ZeRO-Offload's gradients were (wrongly) kept whole in HBM. The issue's
+    target is a MAPE of 12 %; today's is 15.4 % (the two small models, 300M and GPT 800M,
+    still miss by -66 and -44 %), so the bound only guards against regressions."""
+    outcomes = validate_file(ROOT / "validation" / "gh200.yaml", workers=CORES)
+    summary = summarize(outcomes)
+    assert summary["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
+    report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
+    assert summary["simulated"] == 12 and summary["mape"] <= 0.16, report
