@@ -43,14 +43,6 @@ replay: {replay}
 """
 
 
-@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name[:40])
-def test_every_kineto_trace_imports(path: Path, tmp_path: Path,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["import", str(path), "-o", str(tmp_path / "w.yaml"), "--json"]) == 0
-    info = json.loads(capsys.readouterr().out)
-    assert info["ranks"] == 1 and sum(info["events_by_class"].values()) > 0
-
-
 @pytest.fixture(scope="module")
 def megatron(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("megatron")
@@ -182,10 +174,14 @@ def test_the_fixtures_are_the_manifest() -> None:
 @pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[-45:])
 def test_every_shipped_trace_imports(path: Path, tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Each shipped trace imports (once: the largest take seconds); a single-rank Kineto
+    profile is one rank's workload."""
     assert main(["import", str(path), "-o", str(tmp_path / "w.yaml"), "--json"]) == 0, \
         capsys.readouterr().err
     info = json.loads(capsys.readouterr().out)
     assert sum(info["events_by_class"].values()) > 0
+    if path in KINETO:
+        assert info["ranks"] == 1, info
 
 
 def test_broken_nsys_export_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
