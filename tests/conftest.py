@@ -6,10 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from ghsim.cli import _cores
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 TRACES = DATA / "traces"
 """Real public trace files (see tests/data/traces/README.md and MANIFEST.tsv)."""
+CORES = _cores()
+"""The accuracy tests simulate their sets' points on every core available."""
 
 
 def shipped(*folders: str) -> list[Path]:

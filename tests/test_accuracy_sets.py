@@ -6,12 +6,8 @@ worker whole modules) runs them beside the calibration set rather than after it.
 
 from __future__ import annotations
 
-from ghsim import cli
 from ghsim.engine.validation import summarize, validate_file
-from tests.conftest import ROOT
-
-CORES = cli._cores()
-"""The accuracy tests simulate their sets' points on every core available."""
+from tests.conftest import CORES, ROOT
 
 
 def test_moe_points_all_simulate_within_a_regression_bound() -> None:

@@ -18,10 +18,7 @@ from ghsim import cli
 from ghsim.cli import main
 from ghsim.engine import validation
 from ghsim.engine.validation import summarize, validate_file
-from tests.conftest import ROOT
-
-CORES = cli._cores()
-"""The accuracy tests simulate their sets' points on every core available."""
+from tests.conftest import CORES, ROOT
 
 
 def test_a_set_simulated_in_parallel_is_the_set_simulated_in_turn(tmp_path: Path) -> None:

@@ -63,6 +63,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 PyYAML's own parser reads one; libyaml refuses the escape): half of a UTF-16 pair, not a
 character; it cannot be encoded in UTF-8, so no output could hold it."""
 
+
+def _lone_surrogate(match: re.Match[str]) -> str:
+    """What a lone surrogate found by :data:`_SURROGATE` is, escaped so that it can be shown."""
+    return ("expected valid Unicode text, got the lone surrogate "
+            f"{match.group().encode('unicode_escape').decode()}")
+
 _SATURATED = 2**62
 """Node counts are added up to here and no further (a bomb's true count has hundreds of
 digits)."""
@@ -125,9 +131,8 @@ def _measure(node: yaml.Node, depth: int, memo: dict[int, tuple[int, int]],
             children = []
             surrogate = _SURROGATE.search(node.value)
             if surrogate is not None:
-                raise _Limit(f"expected valid Unicode text, got the lone surrogate "
-                             f"{surrogate.group().encode('unicode_escape').decode()} (not a "
-                             "character: no file or terminal can show it)", node.start_mark)
+                raise _Limit(f"{_lone_surrogate(surrogate)} (not a character: no file or "
+                             "terminal can show it)", node.start_mark)
         active.add(key)
         size, height = 1, 0
         for child in children:
@@ -232,9 +237,8 @@ def parse_yaml(text: str, source: str, loader: type | None = None) -> Any:
     if surrogate is not None:  # text read from a command line may hold one; libyaml takes none
         line = text.count("\n", 0, surrogate.start())
         column = surrogate.start() - (text.rfind("\n", 0, surrogate.start()) + 1)
-        raise YamlLimitError(source, "", f"line {line + 1}, column {column + 1}: expected valid "
-                             f"Unicode text, got the lone surrogate "
-                             f"{surrogate.group().encode('unicode_escape').decode()}")
+        raise YamlLimitError(source, "", f"line {line + 1}, column {column + 1}: "
+                             f"{_lone_surrogate(surrogate)}")
     try:
         documents = list(yaml.load_all(text, Loader=loader or _StrictSafeLoader))
     except _Limit as exc:
