@@ -37,7 +37,7 @@ from ghsim.fabric import nccl
 from ghsim.fabric.links import Efficiencies, efficiencies, link_id, link_kind
 from ghsim.fabric.sharing import Path, make_path, makespan_s
 from ghsim.hardware.graph import Endpoint, Hop, SystemGraph, build_graph, tier_name
-from ghsim.workload.ir import Group, RankClass
+from ghsim.workload.ir import NO_DEDUP, Group, RankClass
 
 
 @dataclass(frozen=True)
@@ -63,20 +63,40 @@ class Plan:
         return [(s.path, s.fraction * nbytes * self.wire_factor) for s in self.shares]
 
 
-def _deduplicated(dedup: tuple[int, float], domains: int) -> float:
-    """The share of an all-to-all's remote token copies that cross the network when each
-    token travels once per remote domain it is routed to (DeepEP): a token's ``k`` copies land
-    uniformly on the ``spread`` share of the ``domains`` its router may pick, so it reaches
-    ``d (1 - (1 - 1/d)^k)`` distinct domains of the ``d`` eligible, against ``k`` copies.
-    With the group's ranks as the ``domains`` it is the share DeepEP's NVLink part sends: a
-    token once per rank (deepseek-ai/DeepEP ``intranode::dispatch`` over ``is_token_in_rank``;
-    the receiving rank copies it to each of its experts)."""
-    k, spread = dedup
+def _domains_reached(k: int, groups: int, picked: int, domains: int) -> float:
+    """Expected number of ``domains`` (equal contiguous shares of the experts, as expert
+    parallelism places them) a token reaches with its ``k`` experts, drawn from ``picked`` of
+    the router's ``groups`` (equal contiguous shares too; ``1, 1``: no group limit), each
+    expert in one of the picked groups at random.
+
+    Where a group spans ``domains / groups`` whole domains, the experts fall uniformly on the
+    ``e = picked domains / groups`` domains of the picked groups and reach
+    ``e (1 - (1 - 1/e)^k)`` of them. Where a domain holds ``per = groups / domains`` groups, it
+    is reached when an expert lands in one of its picked groups: ``j`` of its groups are among
+    the picked (hypergeometric), and it is missed with probability ``(1 - j / picked)^k``. A
+    ratio that divides neither way falls back to the first form."""
+    if groups > domains and groups % domains == 0:
+        per = groups // domains
+        missed = sum(math.comb(per, j) * math.comb(groups - per, picked - j)
+                     * (1 - j / picked) ** k for j in range(min(per, picked) + 1))
+        return domains * (1 - missed / math.comb(groups, picked))
+    eligible = max(1.0, picked * domains / groups)
+    return eligible * (1 - (1 - 1 / eligible) ** k)
+
+
+def _deduplicated(dedup: tuple[int, int, int], domains: int) -> float:
+    """The share of an all-to-all's token copies that travel to ``domains`` when each token
+    goes once to each domain it is routed to (DeepEP, HybridEP): ``dedup`` is the token's
+    copies (``top_k``) and its router's groups and picked groups (group-limited routing), so
+    the share is the domains reached (:func:`_domains_reached`) over ``k``. With NVLink
+    domains it is what crosses the network (deepseek-ai/DeepEP ``internode::dispatch``: a
+    token once per remote node); with the group's ranks it is what DeepEP's NVLink part sends
+    (``intranode::dispatch`` over ``is_token_in_rank``: once per rank, which copies it to each
+    of its experts)."""
+    k, groups, picked = dedup
     if k <= 1 or domains <= 1:
         return 1.0
-    eligible = max(1.0, spread * domains)
-    distinct = eligible * (1 - (1 - 1 / eligible) ** k)
-    return min(1.0, distinct / k)
+    return min(1.0, _domains_reached(k, groups, picked, domains) / k)
 
 
 class TrafficPlanner:
@@ -263,7 +283,7 @@ class TrafficPlanner:
     # -- transfers ----------------------------------------------------------------------------
 
     def collective(self, rank_class: RankClass, group: Group, collective: str,
-                   wire_bytes: float | None = None, dedup: tuple[int, float] = (0, 1.0)) -> Plan:
+                   wire_bytes: float | None = None, dedup: tuple[int, int, int] = NO_DEDUP) -> Plan:
         """How a collective of ``group`` runs for ``rank_class``: its flows as fractions of
         each member's wire bytes (``wire_bytes(collective, message, n)``), with the algorithm
         and protocol NCCL picks for ``wire_bytes`` (large messages when not given)."""
@@ -293,7 +313,7 @@ class TrafficPlanner:
                     choice.wire_factor)
 
     def _collective(self, rank_class: RankClass, group: Group, collective: str,
-                    dedup: tuple[int, float] = (0, 1.0)) -> Plan:
+                    dedup: tuple[int, int, int] = NO_DEDUP) -> Plan:
         n = group.size
         if n <= 1:
             return Plan("none", 0.0, ())
@@ -322,9 +342,8 @@ class TrafficPlanner:
         if collective == "all_to_all":  # each member sends 1/n of its buffer to every other
             outside, inside = (n - per_domain) / (n - 1), (per_domain - 1) / (n - 1)
             outside *= _deduplicated(dedup, domains)
-            # DeepEP's NVLink part sends a token once to each rank of the domain it is routed
-            # to: its k copies over the group's n ranks hit n (1 - (1 - 1/n)^k) of them
-            inside *= _deduplicated((dedup[0], 1.0), n)
+            # DeepEP's NVLink part sends a token once to each rank it is routed to
+            inside *= _deduplicated(dedup, n)
         else:  # rings: W/m of each member's wire bytes cross the network, the rest NVLink
             outside = 1.0 / per_domain if domains > 1 else 0.0
             inside = 1.0 - outside

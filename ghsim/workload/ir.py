@@ -63,6 +63,10 @@ class Kernel:
         return self.kernels + self.groups - 1
 
 
+NO_DEDUP = (0, 1, 1)
+"""``Comm.dedup`` of an all-to-all that sends every token copy."""
+
+
 @dataclass(frozen=True, slots=True)
 class Comm:
     """A collective issued inside a compute op (tensor-parallel, context-parallel)."""
@@ -73,10 +77,11 @@ class Comm:
     bytes: float
     """Message size: the full buffer each rank contributes or receives."""
     group_size: int
-    dedup: tuple[int, float] = (0, 1.0)
-    """An all-to-all whose dispatcher sends each token once per remote NVLink domain (DeepEP's
-    internode kernels): the token's copies (``top_k``) and the share of the group's domains
-    its router may pick (group-limited routing); ``(0, 1.0)``: every copy travels."""
+    dedup: tuple[int, int, int] = NO_DEDUP
+    """An all-to-all whose dispatcher sends each token once to each rank and each remote
+    NVLink domain it is routed to (DeepEP): the token's copies (``top_k``), the router's
+    expert groups and how many of them a token may pick (group-limited routing; ``1, 1``
+    without); :data:`NO_DEDUP`: every copy travels."""
     host_sync: bool = False
     """The framework thread waits here until the GPU has run everything before: a MoE
     dispatch needs each expert's token count on the host to size its buffers and grouped

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ghsim.workload.ir import Comm, Kernel, Step
+from ghsim.workload.ir import NO_DEDUP, Comm, Kernel, Step
 from ghsim.workload.shapes import LayerShapes
 
 
@@ -265,7 +265,7 @@ def _expert_bias(tokens: int, h: int, experts: int, s: LayerShapes) -> Kernel:
 
 
 def _ep(name: str, collective: str, nbytes: float, group: str, size: int,
-        dedup: tuple[int, float] = (0, 1.0), host_sync: bool = False) -> list[Step]:
+        dedup: tuple[int, int, int] = NO_DEDUP, host_sync: bool = False) -> list[Step]:
     if size == 1:
         return []
     return [Comm(name, collective, group, nbytes, size, dedup,  # type: ignore[arg-type]

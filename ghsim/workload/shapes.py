@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ghsim.config.layout import Layout
 from ghsim.config.schema import ScenarioSpec
+from ghsim.workload.ir import NO_DEDUP
 from ghsim.workload.modelsize import mla_dims
 from ghsim.workload.states import GRAD_BYTES
 
@@ -35,9 +36,9 @@ class MoeShapes:
     imbalance: float
     """Token copies the busiest expert rank receives over the mean (1: balanced routing),
     capped by the capacity factor when tokens are dropped."""
-    dedup: tuple[int, float] = (0, 1.0)
-    """The all-to-alls' deduplication (``Comm.dedup``): (top_k, share of domains eligible)
-    with the deepep dispatcher."""
+    dedup: tuple[int, int, int] = NO_DEDUP
+    """The all-to-alls' deduplication (``Comm.dedup``) with the deepep dispatcher: (top_k,
+    router groups, groups a token may pick)."""
     bias: bool = False
     """The experts' linear layers carry biases (``model.bias``)."""
 
@@ -51,11 +52,9 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
     if moe.capacity_factor is not None:
         imbalance = min(imbalance, moe.capacity_factor)
     shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or 0)
-    dedup = (0, 1.0)
+    dedup = NO_DEDUP
     if spec.parallelism.moe_dispatcher == "deepep":
-        spread = (moe.router_topk_groups / moe.router_groups
-                  if moe.router_groups and moe.router_topk_groups else 1.0)
-        dedup = (moe.top_k, spread)
+        dedup = (moe.top_k, moe.router_groups or 1, moe.router_topk_groups or 1)
     return MoeShapes(
         experts=moe.experts, local_experts=moe.experts // layout.ep, top_k=moe.top_k,
         expert_ffn=moe.expert_ffn_hidden // layout.etp, shared_ffn=shared // layout.tp,
