@@ -13,6 +13,7 @@ from ghsim.cli import main
 from ghsim.config import load_scenario
 from ghsim.engine.attribution import BREAKDOWN_KEYS
 from ghsim.engine.simulate import simulate
+from ghsim.report.console import stages_text
 from ghsim.report.trace import chrome_trace
 
 SMALL = "configs/scenarios/llama3-70b-gh200-nvl32.yaml"
@@ -35,7 +36,7 @@ def test_result_contract() -> None:
     result = simulate(load_scenario(SMALL, BASE)).to_dict()
     for key in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                 "mfu", "breakdown_s", "bottleneck", "memory", "links", "warnings", "inputs",
-                "gpu_clock"):
+                "gpu_clock", "stages"):
         assert key in result
     from ghsim.costmodel.gpu import slowest_of
 
@@ -51,6 +52,32 @@ def test_result_contract() -> None:
     assert 0 < result["mfu"] < 1
     assert result["bottleneck"]["resource"] and result["bottleneck"]["why"]
     json.dumps(result)  # plain data
+
+
+def test_each_stage_reports_its_compute_stream_load() -> None:
+    """A stage's busy time is its compute stream's: the sum of its compute ops' parts (kernels,
+    the collectives and host waits inside them). An untied 256k-vocabulary head sits on the
+    last stage: it loads that stage and leaves the first alone, and the report says the last
+    stage paces the pipeline; with a 512-token vocabulary the two stages are within 2 %."""
+    def stages(vocab: list[str]) -> tuple[list[dict[str, object]], object]:
+        result = simulate(load_scenario(SMALL, [*DGX, *vocab]))
+        assert result.timeline is not None
+        for row, cls in zip(result.stages, result.timeline.classes, strict=True):
+            parts = sum(sum(p.values()) for p in cls.compute_parts.values())
+            assert row["busy_s"] == pytest.approx(parts)
+            assert row["busy_share"] == pytest.approx(parts / result.step_time_s)
+        return result.stages, result.to_dict()["stages"]
+
+    small, _ = stages(["model.vocab=512"])
+    big, as_json = stages(["model.vocab=256000", "model.tied_embeddings=false"])
+    assert [row["stage"] for row in big] == [0, 1] and as_json == big
+    assert small[1]["busy_s"] == pytest.approx(small[0]["busy_s"], rel=0.02)
+    head_last = big[1]["busy_s"] - small[1]["busy_s"]  # type: ignore[operator]
+    head_first = big[0]["busy_s"] - small[0]["busy_s"]  # type: ignore[operator]
+    assert head_last > 10 * head_first > 0
+    assert "stage 1 is the busiest and paces the others" in stages_text(big)
+    assert stages_text(small).endswith("the stages are balanced.")
+    assert stages_text(big[:1]) == ""  # one stage: nothing to compare
 
 
 def test_deterministic() -> None:

@@ -1,4 +1,5 @@
-"""Where the step's time went, read off the compute stream of the rank class that finishes last.
+"""Where the step's time went, read off the compute stream of the rank class that finishes last,
+and how busy each pipeline stage's compute stream was.
 
 Busy time on the compute stream splits by what its ops ran (GEMMs, attention, element-wise and
 optimizer kernels, recomputation, and the tensor- and context-parallel collectives Megatron runs
@@ -6,6 +7,11 @@ on that stream). Idle time before a compute op goes to whatever it waited for la
 receive (the transfer itself is exposed pipeline communication, the rest is the pipeline
 bubble) or a data-parallel collective. Time after the last compute op goes to what was still
 running. The parts add up to the step time.
+
+The class that finishes last is usually the first pipeline stage, whose idle time is charged to
+the bubble; whether that bubble is the schedule's own or a slower stage holding the others back
+shows in the stages' loads (:func:`stage_load`): a stage whose compute stream is busy for most of
+the step paces the pipeline.
 """
 
 from __future__ import annotations
@@ -101,3 +107,17 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
         last = max(cls.spans, key=lambda s: s.end)
         _charge(cls, last.op, now, parts)
     return parts, compute
+
+
+def stage_load(timeline: Timeline) -> list[dict[str, object]]:
+    """Each rank class's compute-stream busy time (its kernels, and the collectives and host
+    waits inside its compute ops), by pipeline stage: ``busy_s`` and its share of the step.
+    The busiest stage is what the others wait for; without pipeline parallelism there is one
+    class."""
+    step = timeline.step_time_s
+    rows: list[dict[str, object]] = []
+    for cls in sorted(timeline.classes, key=lambda c: (c.rank_class.stage, c.rank_class.name)):
+        busy = sum(s.end - s.start for s in cls.spans if s.stream == "compute")
+        rows.append({"class": cls.rank_class.name, "stage": cls.rank_class.stage,
+                     "busy_s": busy, "busy_share": busy / step if step > 0 else 0.0})
+    return rows

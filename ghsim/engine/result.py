@@ -39,6 +39,9 @@ class Result:
     gpu_clock: dict[str, Any] = field(default_factory=dict)
     """The clock a typical GPU computed at, the part's own, the power limit that set it, and
     the clock the step moved at, its slowest GPU's (``ghsim.costmodel.gpu.clock_view``)."""
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    """Each rank class's compute-stream busy seconds and share of the step, by pipeline stage
+    (``ghsim.engine.attribution.stage_load``): the busiest paces the pipeline."""
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,6 +77,7 @@ class Result:
             "links": self.links,
             "warnings": self.warnings,
             "gpu_clock": self.gpu_clock,
+            "stages": self.stages,
             "workload": self.workload,
             "inputs": self.inputs,
         }

@@ -12,7 +12,7 @@ from ghsim.config import Scenario, scenario_from_spec
 from ghsim.config.schema import ScenarioSpec
 from ghsim.costmodel.gpu import clock_view, gpu_cost_model, unmodelled_power_cap
 from ghsim.costmodel.host import host_cost_model
-from ghsim.engine.attribution import breakdown
+from ghsim.engine.attribution import breakdown, stage_load
 from ghsim.engine.links import busiest_links, host_usage
 from ghsim.engine.result import Result
 from ghsim.engine.simulator import KernelIssue, Simulator, Timeline
@@ -353,5 +353,6 @@ def _simulate(scenario: Scenario) -> Result:
                   "model_flops_per_step": workload.model_flops_per_step,
                   "hardware_flops_per_step": workload.hardware_flops_per_step},
         gpu_clock=clock,
+        stages=stage_load(timeline),
         timeline=timeline,
     )

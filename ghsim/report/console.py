@@ -389,6 +389,28 @@ def _busiest_links(links: list[dict[str, Any]], rows: int = 8) -> Table:
     return table
 
 
+def stages_text(stages: list[dict[str, Any]], listed: int = 16) -> str:
+    """One line on the pipeline stages' loads: each stage's compute-stream busy share (up to
+    ``listed`` stages, else the least and most busy), and which one paces the step; empty
+    without pipeline stages."""
+    by_stage: dict[int, float] = {}
+    for row in stages:
+        by_stage[row["stage"]] = max(by_stage.get(row["stage"], 0.0), row["busy_share"])
+    if len(by_stage) < 2:
+        return ""
+    busiest = max(by_stage, key=lambda k: by_stage[k])
+    if len(by_stage) <= listed:
+        loads = ", ".join(f"{k}: {v:.0%}" for k, v in sorted(by_stage.items()))
+    else:
+        least = min(by_stage, key=lambda k: by_stage[k])
+        loads = (f"{len(by_stage)} stages, from {by_stage[least]:.0%} (stage {least}) to "
+                 f"{by_stage[busiest]:.0%}")
+    spread = by_stage[busiest] - min(by_stage.values())
+    pace = (f"; stage {busiest} is the busiest and paces the others" if spread > 0.05
+            else "; the stages are balanced")
+    return f"Pipeline stages, compute stream busy: {loads}{pace}."
+
+
 @_safe
 def render_result(result: dict[str, Any], name: str, console: Console) -> None:
     """The summary of ``ghsim run``."""
@@ -430,6 +452,9 @@ def render_result(result: dict[str, Any], name: str, console: Console) -> None:
                            f"{data['peak_at_s']:.3g} s",
                            format_bytes(sum(states.values())) if states else "-")
     _show(console, head, parts)
+    stages = stages_text(result.get("stages", []))
+    if stages:
+        console.print(stages)
     bottleneck = result["bottleneck"]
     console.print(f"[bold]Bottleneck:[/] {bottleneck['resource']} - {bottleneck['why']}.")
     if memory.row_count:

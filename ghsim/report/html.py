@@ -222,6 +222,11 @@ def run_report(name: str, result: dict[str, Any], svgs: dict[str, str]) -> str:
                                     inputs.get("source"))) if "scenario" in inputs else ""
     parts = _table(["part", "seconds", "share"], [
         [k, f"{v:.4g}", f"{v / step:.1%}"] for k, v in result["breakdown_s"].items() if v > 0])
+    stages = result.get("stages", [])
+    if len(stages) > 1:  # each pipeline stage's load: the busiest paces the others
+        parts += _table(["pipeline stage", "rank class", "compute stream busy (s)", "share"], [
+            [str(row["stage"]), _escape(str(row["class"])), f"{row['busy_s']:.4g}",
+             f"{row['busy_share']:.1%}"] for row in stages])
     memory_table = _table(["tier", "peak (GiB)", "capacity (GiB)", "fits"], [
         [tier, _gib(d["peak_bytes"]), _gib(d["capacity_bytes"]),
          _fits(d["peak_bytes"] <= d["capacity_bytes"], tier)] for tier, d in tiers.items()]) \
