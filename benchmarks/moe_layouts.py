@@ -9,7 +9,12 @@ are validation points (validation/moe.yaml), the other three are built here from
 them with the table's columns as overrides. Nothing is fitted: this prints what the model does,
 and the gap to the measured time per layer pass (one micro-batch through one layer of a stage,
 forward and backward), with the code branch the table names: a cost ghsim lacks that is paid
-once per layer pass shows there as a constant.
+once per layer pass shows there as a constant. The two ``main(1e057005)`` rows at micro-batch 1
+miss by about 4 ms a pass, the ``moe_dev`` rows by under 1 ms. That commit is Megatron-LM of
+2025-05-24: it has no ``moe_router_fusion`` (Transformer Engine's fused router came with TE PR
+#1883, 2025-07-11), and the TE of that time permuted tokens with a kernel that loops over every
+expert for each token (TE PR #1927, 2025-07-14, rewrote it). Neither is costed: the rows' TE
+version is not published, and no measured time of the old kernels was found.
 
 Run: ``python benchmarks/moe_layouts.py`` (about two minutes).
 """
