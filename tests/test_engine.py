@@ -71,6 +71,7 @@ def test_each_stage_reports_its_compute_stream_load() -> None:
     small, _ = stages(["model.vocab=512"])
     big, as_json = stages(["model.vocab=256000", "model.tied_embeddings=false"])
     assert [row["stage"] for row in big] == [0, 1] and as_json == big
+    assert sum(bool(row["finishes_last"]) for row in big) == 1  # the breakdown's class
     assert small[1]["busy_s"] == pytest.approx(small[0]["busy_s"], rel=0.02)
     head_last = big[1]["busy_s"] - small[1]["busy_s"]  # type: ignore[operator]
     head_first = big[0]["busy_s"] - small[0]["busy_s"]  # type: ignore[operator]

@@ -111,13 +111,15 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
 
 def stage_load(timeline: Timeline) -> list[dict[str, object]]:
     """Each rank class's compute-stream busy time (its kernels, and the collectives and host
-    waits inside its compute ops), by pipeline stage: ``busy_s`` and its share of the step.
-    The busiest stage is what the others wait for; without pipeline parallelism there is one
-    class."""
+    waits inside its compute ops), by pipeline stage: ``busy_s`` and its share of the step,
+    and whether it is the class the breakdown is read from (``finishes_last``). The busiest
+    stage is what the others wait for; without pipeline parallelism there is one class."""
     step = timeline.step_time_s
+    last = critical_class(timeline).rank_class.name if timeline.classes else None
     rows: list[dict[str, object]] = []
     for cls in sorted(timeline.classes, key=lambda c: (c.rank_class.stage, c.rank_class.name)):
         busy = sum(s.end - s.start for s in cls.spans if s.stream == "compute")
         rows.append({"class": cls.rank_class.name, "stage": cls.rank_class.stage,
-                     "busy_s": busy, "busy_share": busy / step if step > 0 else 0.0})
+                     "busy_s": busy, "busy_share": busy / step if step > 0 else 0.0,
+                     "finishes_last": cls.rank_class.name == last})
     return rows

@@ -428,7 +428,10 @@ def render_result(result: dict[str, Any], name: str, console: Console) -> None:
     if clock:
         head.add_row("GPU compute clock", clock)
     head.add_row("fits in memory", fits_text(result["memory"]))
-    parts = Table(title="Where the time goes (critical rank class)", title_justify="left")
+    last = [row for row in result.get("stages", []) if row.get("finishes_last")]
+    which = (f"stage {last[0]['stage']}, the rank class that finishes last"
+             if len(result.get("stages", [])) > 1 and last else "critical rank class")
+    parts = Table(title=f"Where the time goes ({which})", title_justify="left")
     parts.add_column("part")
     parts.add_column("seconds", justify="right")
     parts.add_column("share", justify="right")
