@@ -16,7 +16,7 @@ from ghsim.config import load_scenario
 from ghsim.config.api import load_hardware
 from ghsim.costmodel.gpu import gpu_cost_model
 from ghsim.engine.simulate import simulate
-from ghsim.fabric.traffic import _deduplicated
+from ghsim.fabric.traffic import _deduplicated, _domains_reached
 from ghsim.workload.ir import Comm, Kernel
 from ghsim.workload.kernels import grouped_gemm
 from ghsim.workload.lower import _chunks, lower
@@ -201,6 +201,9 @@ def test_a_group_limit_finer_than_the_domains_still_reaches_them_by_hand() -> No
     assert _deduplicated((8, 8, 4), 2) == pytest.approx(2 * (1 - missed) / 8)
     for domains in (2, 4, 8, 16, 64):  # a group limit never sends more than no limit
         assert _deduplicated((8, 8, 4), domains) <= _deduplicated((8, 1, 1), domains)
+    # a router of 2^30 groups (a file can say so) stays cheap and between 1 and all domains
+    assert 1.0 <= _domains_reached(8, 2**30, 2**29, 2) <= 2.0
+    assert 1.0 <= _domains_reached(8, 2**30, 3, 2) <= 2.0
 
 
 @pytest.mark.parametrize("dispatcher, bound", [("alltoall", 0.15), ("deepep", 0.30)])

@@ -73,15 +73,30 @@ def _domains_reached(k: int, groups: int, picked: int, domains: int) -> float:
     ``e = picked domains / groups`` domains of the picked groups and reach
     ``e (1 - (1 - 1/e)^k)`` of them. Where a domain holds ``per = groups / domains`` groups, it
     is reached when an expert lands in one of its picked groups: ``j`` of its groups are among
-    the picked (hypergeometric), and it is missed with probability ``(1 - j / picked)^k``. A
-    ratio that divides neither way falls back to the first form."""
+    the picked (hypergeometric), and it is missed with probability ``(1 - j / picked)^k``. Past
+    :data:`_EXACT_TERMS` terms ``j`` concentrates at ``per picked / groups`` and the domain is
+    missed with ``(1 - 1 / domains)^k``, as without a group limit. A ratio that divides neither
+    way falls back to the first form."""
     if groups > domains and groups % domains == 0:
         per = groups // domains
-        missed = sum(math.comb(per, j) * math.comb(groups - per, picked - j)
-                     * (1 - j / picked) ** k for j in range(min(per, picked) + 1))
-        return domains * (1 - missed / math.comb(groups, picked))
+        if min(per, picked) > _EXACT_TERMS:
+            return domains * (1 - (1 - 1 / domains) ** k)
+        total = _log_comb(groups, picked)
+        missed = sum(math.exp(_log_comb(per, j) + _log_comb(groups - per, picked - j) - total)
+                     * (1 - j / picked) ** k
+                     for j in range(max(0, picked - (groups - per)), min(per, picked) + 1))
+        return domains * (1 - missed)
     eligible = max(1.0, picked * domains / groups)
     return eligible * (1 - (1 - 1 / eligible) ** k)
+
+
+_EXACT_TERMS = 256
+"""Hypergeometric terms summed exactly; routers have a few groups (DeepSeek-V3: 8)."""
+
+
+def _log_comb(n: int, r: int) -> float:
+    """log C(n, r) in floating point (a group count from a file stays cheap)."""
+    return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
 
 
 def _deduplicated(dedup: tuple[int, int, int], domains: int) -> float:
