@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from ghsim.config import Scenario, load_scenario, scenario_from_spec
 from ghsim.config.schema import ScenarioSpec
+from ghsim.engine.simulate import simulate
 from ghsim.errors import InputError
 from ghsim.workload.ir import Op, Workload, check_dag, class_flops
 from ghsim.workload.lower import lower
@@ -266,6 +267,49 @@ def test_the_first_and_last_stages_may_hold_only_the_embedding_and_the_loss() ->
     run_to_completion(_lowers_every_model_flop_once(sc))
     with pytest.raises(InputError, match=r"at most the model's 2 layers \+ 2"):
         scenario(8, {**LLAMA, "layers": 2}, pp=8, global_batch=16)
+
+
+def test_the_first_and_last_stages_layers_can_be_given_as_megatron_does() -> None:
+    """--decoder-first/last-pipeline-num-layers: 12 layers on pp 4 with 2 on the first and 2
+    on the last stage leave 4 for each middle stage; with vp 2 each stage's layers split over
+    its two chunks (virtual stage v = chunk x pp + stage); every FLOP is still lowered once.
+    Splits Megatron asserts against are refused: 2 and 1 leave 9 layers for 2 stages, 3 on a
+    stage of 2 chunks, a first stage without pipeline parallelism, more layers than the
+    model's."""
+    from ghsim.workload.lower import _chunks
+
+    sc = scenario(8, {**LLAMA, "layers": 12}, pp=4, global_batch=16,
+                  first_stage_layers=2, last_stage_layers=2)
+    assert [sum(c.layers for c in _chunks(sc, stage)) for stage in range(4)] == [2, 4, 4, 2]
+    run_to_completion(_lowers_every_model_flop_once(sc))
+    sc = scenario(8, {**LLAMA, "layers": 12}, pp=2, vp=2, global_batch=16,
+                  last_stage_layers=4)
+    assert [[c.layers for c in _chunks(sc, stage)] for stage in range(2)] == [[4, 4], [2, 2]]
+    run_to_completion(_lowers_every_model_flop_once(sc))
+    for par, message in (
+            ({"pp": 4, "first_stage_layers": 2, "last_stage_layers": 1},
+             r"other 12 - 3 layers to split evenly over the other 2 pipeline stages"),
+            ({"pp": 2, "vp": 2, "last_stage_layers": 3}, r"divide by vp 2"),
+            ({"pp": 1, "first_stage_layers": 3}, r"only with pp > 1"),
+            ({"pp": 2, "first_stage_layers": 13}, r"split evenly")):
+        with pytest.raises(InputError, match=message):
+            scenario(8, {**LLAMA, "layers": 12}, global_batch=16, **par)
+
+
+def test_fewer_layers_on_a_last_stage_holding_a_large_head_balance_the_pipeline() -> None:
+    """An untied 256k-vocabulary head on the last of 2 stages: moving layers off it to the
+    first lowers the last stage's load and the step, until the first stage is the busier."""
+    def run(last: int) -> tuple[float, list[float]]:
+        result = simulate(load_scenario("llama3-8b-gh200", [
+            "system=dgx-h100", "num_gpus=8", "model=llama2-13b", "model.layers=8",
+            "model.vocab=256000", "model.tied_embeddings=false", "training.seq_len=2048",
+            "training.global_batch=32", "training.precision=bf16", "parallelism.tp=4",
+            "parallelism.pp=2", f"parallelism.last_stage_layers={last}"]))
+        return result.step_time_s, [row["busy_share"] for row in result.stages]
+
+    even, (first, last) = run(4)
+    lighter, (first_2, last_2) = run(2)
+    assert last > first and lighter < even and last_2 < last and first_2 > first
 
 
 @pytest.mark.parametrize("layers", [2, 8, 24])

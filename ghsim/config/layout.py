@@ -157,12 +157,52 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
             f"expected pp x vp ({pp} x {vp}) to be at most the model's {model.layers} layers "
             "+ 2 (the embedding's and the loss's stages)",
         )
+    _check_stage_layers(spec, vp)
     cp = par.cp
     if cp > 1 and spec.training.seq_len % (2 * cp):
         raise LayoutProblem(
             ("parallelism", "cp"),
             f"expected seq_len ({spec.training.seq_len}) divisible by 2 x cp, got cp {cp}",
         )
+
+
+def stage_layer_counts(layers: int, pp: int, first: int | None, last: int | None) -> list[int]:
+    """Transformer layers on each pipeline stage with the first and/or last stage's given
+    (Megatron's --decoder-first/last-pipeline-num-layers): the other stages share the rest
+    evenly. The caller has checked that it divides (:func:`_check_stage_layers`)."""
+    ends = {0: first, pp - 1: last}
+    fixed = {stage: n for stage, n in ends.items() if n is not None}
+    middle = pp - len(fixed)
+    share = (layers - sum(fixed.values())) // middle if middle else 0
+    return [fixed.get(stage, share) for stage in range(pp)]
+
+
+def _check_stage_layers(spec: ScenarioSpec, vp: int) -> None:
+    par, layers = spec.parallelism, spec.model.layers
+    given = [(key, n) for key, n in (("first_stage_layers", par.first_stage_layers),
+                                     ("last_stage_layers", par.last_stage_layers))
+             if n is not None]
+    if not given:
+        return
+    key = given[0][0]
+    if par.pp < 2:
+        raise LayoutProblem(("parallelism", key), "expected only with pp > 1",
+                            related=(("parallelism", "pp"),))
+    rest = layers - sum(n for _, n in given)
+    middle = par.pp - len(given)
+    if rest < 0 or (middle == 0 and rest) or (middle and rest % middle):
+        raise LayoutProblem(
+            ("parallelism", key),
+            f"expected the model's other {layers} - {sum(n for _, n in given)} layers to "
+            f"split evenly over the other {middle} pipeline stages (Megatron asserts it)",
+            related=(("model", "layers"), ("parallelism", "pp")))
+    counts = stage_layer_counts(layers, par.pp, par.first_stage_layers, par.last_stage_layers)
+    uneven = next((c for c in counts if c % vp), None)
+    if uneven is not None:
+        raise LayoutProblem(
+            ("parallelism", key),
+            f"expected every stage's layers to divide by vp {vp} (its interleaved chunks), "
+            f"got a stage of {uneven} layers", related=(("parallelism", "vp"),))
 
 
 def _expert_layout(spec: ScenarioSpec, stage_ranks: int) -> tuple[int, int, int]:

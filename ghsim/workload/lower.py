@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from ghsim.config import Scenario
 from ghsim.config.api import blame
-from ghsim.config.layout import LayoutProblem, layers_per_virtual_stage
+from ghsim.config.layout import LayoutProblem, layers_per_virtual_stage, stage_layer_counts
 from ghsim.errors import LimitError
 from ghsim.limits import MAX_SIMULATED_KERNELS, MAX_SIMULATED_OPS
 from ghsim.workload import kernels as K
@@ -63,10 +63,19 @@ def _layer_params(scenario: Scenario, count: ParamCount, index: int) -> tuple[fl
 
 def _stage_layers(scenario: Scenario) -> list[int]:
     """Main-model layers of each virtual pipeline stage. Multi-token-prediction modules sit on
-    the last stage and count as one layer each in the split, as the recipes that train with
-    them lay the pipeline out (Megatron-Bridge's DeepSeek-V3 layout ``Et|(tt|)*30mL``: the
-    last virtual stage holds only the MTP module and the loss)."""
+    the last stage and count as one layer each in the even split, as the recipes that train
+    with them lay the pipeline out (Megatron-Bridge's DeepSeek-V3 layout ``Et|(tt|)*30mL``: the
+    last virtual stage holds only the MTP module and the loss); with the first or last stage's
+    layers given (``parallelism.first_stage_layers`` / ``last_stage_layers``) they come on
+    top of the last stage's."""
     layout, model = scenario.layout, scenario.spec.model
+    par = scenario.spec.parallelism
+    if par.first_stage_layers is not None or par.last_stage_layers is not None:
+        # Megatron's uneven split: each stage's layers evenly over its chunks, the MTP
+        # modules on top of the last (virtual stage v = chunk x pp + stage)
+        counts = stage_layer_counts(model.layers, layout.pp, par.first_stage_layers,
+                                    par.last_stage_layers)
+        return [counts[v % layout.pp] // layout.vp for v in range(layout.pp * layout.vp)]
     mtp = model.mtp_layers
     per_stage = layers_per_virtual_stage(model.layers + mtp, layout.pp * layout.vp)
     for stage in range(len(per_stage) - 1, -1, -1):  # take the MTP modules off the end

@@ -188,6 +188,19 @@ class ParallelismSpec(Spec):
     dp: PositiveInt | None = Field(default=None, description="Default: num_gpus / (tp*pp*cp).")
     cp: PositiveInt = 1
     vp: PositiveInt | None = Field(default=None, description="Interleaved virtual stages.")
+    first_stage_layers: NonNegativeInt | None = Field(
+        default=None, description="Transformer layers on the first pipeline stage (Megatron "
+        "--decoder-first-pipeline-num-layers), split evenly over its vp chunks; the other "
+        "stages share the rest evenly. Lighten the stage that also holds the embedding. "
+        "Default: ghsim's even split.",
+    )
+    last_stage_layers: NonNegativeInt | None = Field(
+        default=None, description="Transformer layers on the last pipeline stage (Megatron "
+        "--decoder-last-pipeline-num-layers), split evenly over its vp chunks; multi-token-"
+        "prediction modules come on top. Lighten the stage that also holds the output layer "
+        "and the loss (the result's stages show which stage paces the pipeline). Default: "
+        "ghsim's even split.",
+    )
     ep: PositiveInt = Field(
         default=1, description="Expert-parallel size (Megatron --expert-model-parallel-size): "
         "each MoE layer's routed experts are split over ep ranks, which exchange tokens by "
