@@ -99,6 +99,13 @@ OVERRIDES: list[tuple[str, str, str | None]] = [
     ("name=&a [1, *a]", "an alias refers to a node that contains it", "name"),
     ('name="\\udc80"', "malformed YAML: found invalid Unicode character escape code", "name"),
     ("num_gpus=2000000", "expected at most 1,048,576 GPUs (ghsim.limits.MAX_GPUS)", "num_gpus"),
+    # a key that takes a number or a mapping: the member the value was written for speaks
+    ("system.node.gpu.gpu.compute.gemm_k_half.bf16=0", "expected a number > 0, got 0",
+     "system.node.gpu.gpu.compute.gemm_k_half.bf16"),
+    ("system.node.gpu.gpu.compute.gemm_k_half=abc", "expected a number, got 'abc'",
+     "system.node.gpu.gpu.compute.gemm_k_half"),
+    ("parallelism.last_stage_layers=6", "other 80 - 6 layers to split evenly over the other "
+     "3 pipeline stages", "parallelism.last_stage_layers"),
 ]
 
 FILE_CASES = [pytest.param(file_case(path), id=path.stem) for path in CORPUS]

@@ -7,7 +7,8 @@ Each message says what was expected and what was found, in the file's own terms 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -53,6 +54,36 @@ def suggest_key(root: type[BaseModel], parent: KeyPath, key: str) -> str:
     if allowed:
         return f"unknown key {key!r}; expected one of: {', '.join(allowed)}"
     return f"unknown key {key!r}"
+
+
+def union_branch(first: dict[str, Any], errors: list[dict[str, Any]],
+                 root: type[BaseModel]) -> tuple[dict[str, Any], int]:
+    """The error to report for ``first`` when it is one member's complaint about a value that
+    fits no member of a union-typed key, with the member's tag taken out of its location; and
+    how many of ``errors`` are that value's (1 when ``first`` has no tag).
+
+    pydantic reports such a value once per member, each under the member's tag
+    (``gemm_k_half.constrained-float``: "a valid number"; ``gemm_k_half.dict[...].bf16``:
+    "greater than 0"). A member that only says the value is of another type is not the one the
+    value was written for; the first member that says more is."""
+    loc = tuple(first["loc"])
+    tag = next((i for i in range(len(loc)) if isinstance(loc[i], str)
+                and slot_at(root, loc[: i + 1]) is None and _is_union(slot_at(root, loc[:i]))),
+               None)
+    if tag is None:
+        return first, 1
+    members = [e for e in errors if tuple(e["loc"][:tag]) == loc[:tag] and len(e["loc"]) > tag]
+    branch = next((e for e in members if e["type"] not in _TYPE_WORDS), first)
+    return {**branch, "loc": (*loc[:tag], *tuple(branch["loc"])[tag + 1:])}, max(1, len(members))
+
+
+def _is_union(slot: Any) -> bool:
+    bare = slot.annotation if slot is not None else None
+    while get_origin(bare) is Annotated:
+        bare = get_args(bare)[0]
+    members = [a for a in get_args(bare) if a is not type(None)] \
+        if get_origin(bare) in (Union, types.UnionType) else []
+    return len(members) > 1
 
 
 def describe(error: dict[str, Any], root: type[BaseModel]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ghsim.config.cursor import KeyPath, Slot, child, format_path, narrowed, slot_at
-from ghsim.config.diagnose import describe, show_value
+from ghsim.config.diagnose import describe, show_value, union_branch
 from ghsim.config.overrides import Override, container_at, outer_first, parse_override
 from ghsim.config.schema import (
     SCHEMA_VERSION,
@@ -201,7 +201,9 @@ class _Tree:
         try:
             return self.root.model_validate(self.data)
         except ValidationError as exc:
-            errors = exc.errors()
+            errors: list[dict[str, Any]] = [
+                {**e, "loc": tuple(k for k in e["loc"] if k not in SCENARIO_FORMS)}
+                for e in exc.errors()]
             first = errors[0]
             if first["type"] == "missing":
                 # A missing key beside an unknown one is most likely that key misspelt.
@@ -210,10 +212,11 @@ class _Tree:
                     if e["type"] == "extra_forbidden" and e["loc"][:-1] == first["loc"][:-1]
                 )
                 first = next(misspelt, first)
-            first = {**first, "loc": tuple(k for k in first["loc"] if k not in SCENARIO_FORMS)}
-            message = describe(dict(first), self.root)
-            if len(errors) > 1:
-                message += f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})"
+            first, members = union_branch(first, errors, self.root)
+            message = describe(first, self.root)
+            more = len(errors) - members
+            if more:
+                message += f" (and {more} more problem{'s' * (more > 1)})"
             raw = tuple(key for key in first["loc"] if key not in SCENARIO_FORMS)
             # A mapping key (before "[key]", or the key of a non-string key) is not a list index.
             loc = tuple(
