@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from ghsim.cli import main
 from ghsim.config import load_scenario
+from ghsim.config.sweep import Point
 from ghsim.engine.attribution import BREAKDOWN_KEYS
 from ghsim.engine.simulate import simulate
 from ghsim.report.console import stages_text
 from ghsim.report.trace import chrome_trace
+from ghsim.sweep.record import result_record
 
 SMALL = "configs/scenarios/llama3-70b-gh200-nvl32.yaml"
 BASE = [
@@ -79,6 +81,10 @@ def test_each_stage_reports_its_compute_stream_load() -> None:
     assert "stage 1 is the busiest and paces the others" in stages_text(big)
     assert stages_text(small).endswith("the stages are balanced.")
     assert stages_text(big[:1]) == ""  # one stage: nothing to compare
+    # a sweep's record carries the busiest stage's share, the CSV's busiest_stage_share
+    scenario = load_scenario(SMALL, [*DGX, "model.vocab=256000", "model.tied_embeddings=false"])
+    record = result_record(Point(0, ()), scenario, simulate(scenario))
+    assert record["busiest_stage_share"] == pytest.approx(big[1]["busy_share"])
 
 
 def test_deterministic() -> None:

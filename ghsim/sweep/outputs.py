@@ -18,7 +18,7 @@ from ghsim.sweep.runner import SweepOutcome
 COLUMNS = ("rank", "label", "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu",
            "model_tflops_per_gpu", "mfu", "fits", "does_not_fit", "hbm_peak_bytes",
            "hbm_capacity_bytes", "h2d_bytes", "d2h_bytes", "host_link_utilization",
-           "bottleneck", "error", "skipped", "digest")
+           "busiest_stage_share", "bottleneck", "error", "skipped", "digest")
 SERVING_COLUMNS = ("rank", "label", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
                    "ttft_p99_s", "tpot_p99_s", "fits", "does_not_fit", "hbm_peak_bytes",
                    "hbm_capacity_bytes", "bottleneck", "error", "skipped", "digest")
@@ -27,7 +27,8 @@ SERVING_COLUMNS = ("rank", "label", "output_tokens_per_s", "output_tokens_per_s_
 """``does_not_fit`` names the memory tiers that overflow (``hbm``, ``hbm+lpddr``; empty when
 the point fits); ``h2d_bytes`` / ``d2h_bytes`` are the host-link (C2C or PCIe) bytes one GPU
 moves per step each way and ``host_link_utilization`` the busier direction's share of the
-step."""
+step; ``busiest_stage_share`` is the busiest pipeline stage's compute-stream share of the step
+(the result's ``stages``; empty without pipeline parallelism)."""
 
 
 def summary_line(outcome: SweepOutcome) -> str:

@@ -16,7 +16,8 @@ def empty_record(point: Point) -> dict[str, Any]:
             "step_time_s": None, "tokens_per_s": None, "tokens_per_s_per_gpu": None,
             "model_tflops_per_gpu": None, "mfu": None, "fits": None, "hbm_peak_bytes": None,
             "hbm_capacity_bytes": None, "does_not_fit": None, "h2d_bytes": None,
-            "d2h_bytes": None, "host_link_utilization": None, "bottleneck": None,
+            "d2h_bytes": None, "host_link_utilization": None, "busiest_stage_share": None,
+            "bottleneck": None,
             "breakdown_s": None, "digest": None, "cache_key": None, "error": None,
             "skipped": None, "cached": False, "output_tokens_per_s": None,
             "output_tokens_per_s_per_gpu": None, "ttft_p99_s": None, "tpot_p99_s": None}
@@ -24,8 +25,8 @@ def empty_record(point: Point) -> dict[str, Any]:
 
 NUMBERS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
            "hbm_peak_bytes", "hbm_capacity_bytes", "h2d_bytes", "d2h_bytes",
-           "host_link_utilization", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
-           "ttft_p99_s", "tpot_p99_s")
+           "host_link_utilization", "busiest_stage_share", "output_tokens_per_s",
+           "output_tokens_per_s_per_gpu", "ttft_p99_s", "tpot_p99_s")
 """The fields of a record that are a number or None (the last four: serving points)."""
 
 
@@ -76,6 +77,8 @@ def result_record(point: Point, scenario: Scenario, result: Result) -> dict[str,
         h2d_bytes=host.get("h2d_bytes"), d2h_bytes=host.get("d2h_bytes"),
         host_link_utilization=max(host.get("h2d_utilization", 0.0),
                                   host.get("d2h_utilization", 0.0)),
+        busiest_stage_share=(max(row["busy_share"] for row in result.stages)
+                             if len(result.stages) > 1 else None),
         bottleneck=result.bottleneck["resource"], breakdown_s=result.breakdown_s,
         digest=scenario.digest(),
     )
