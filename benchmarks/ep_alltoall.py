@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from functools import cache
 from pathlib import Path
 
-import simpy
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ghsim.config import load_scenario  # noqa: E402
-from ghsim.engine.fluid import FlowNetwork  # noqa: E402
 from ghsim.engine.private import inline_plan  # noqa: E402
 from ghsim.engine.simulate import scenario_workload  # noqa: E402
+from ghsim.fabric.sharing import makespan_s  # noqa: E402
 from ghsim.fabric.traffic import traffic_planner  # noqa: E402
 from ghsim.workload.ir import Comm  # noqa: E402
 
@@ -70,7 +70,8 @@ def scenario_file(directory: Path, ep: int, dispatcher: str, grouped: bool = Tru
 
 def alone_s(path: Path) -> dict[str, float]:
     """Seconds of the first MoE layer's forward ``moe.dispatch`` and ``moe.combine`` on an
-    idle system: the collective's latency, then its flows at their standalone rates."""
+    idle system: the collective's latency, then its flows sharing the links (``makespan_s``,
+    as serving costs its collectives)."""
     scenario = load_scenario(path)
     rank_class = scenario_workload(scenario).classes[0]
     planner = traffic_planner(scenario.spec.system, scenario.layout)
@@ -79,16 +80,17 @@ def alone_s(path: Path) -> dict[str, float]:
         for step in op.body if op.kind == "compute" else ():
             if isinstance(step, Comm) and step.name in ("moe.dispatch", "moe.combine"):
                 wire, plan = inline_plan(planner, rank_class, step)
-                network = FlowNetwork(simpy.Environment(), planner.capacity, planner.kinds)
-                times.setdefault(step.name, plan.latency_s + network.book_alone(
-                    plan.flows(wire), rank_class.name, step.group, plan.latency_s))
+                times.setdefault(step.name, plan.latency_s
+                                 + makespan_s(plan.flows(wire), planner.capacity))
         if len(times) == 2:
             return times
     raise LookupError(f"{path.name}: no MoE dispatch and combine in the lowered step")
 
 
-def rows(grouped: bool = True) -> list[tuple[str, int, str, float, float]]:
-    """(dispatcher, EP, collective, ghsim us, measured us) for every cell of the table."""
+@cache
+def rows(grouped: bool = True) -> tuple[tuple[str, int, str, float, float], ...]:
+    """(dispatcher, EP, collective, ghsim us, measured us) for every cell of the table
+    (computed once per process)."""
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for dispatcher, table in MEASURED_US.items():
@@ -96,7 +98,7 @@ def rows(grouped: bool = True) -> list[tuple[str, int, str, float, float]]:
                 times = alone_s(scenario_file(Path(tmp), ep, dispatcher, grouped))
                 for name, value in zip(("dispatch", "combine"), measured, strict=True):
                     out.append((dispatcher, ep, name, 1e6 * times[f"moe.{name}"], value))
-    return out
+    return tuple(out)
 
 
 def main() -> None:

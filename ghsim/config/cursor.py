@@ -57,6 +57,11 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def is_union(slot: Slot | None) -> bool:
+    """Whether ``slot`` holds a union of several types (``X | None`` aside)."""
+    return slot is not None and get_origin(_strip(slot.annotation)) in (Union, types.UnionType)
+
+
 def _union_models(annotation: Any) -> list[type[BaseModel]]:
     """The spec classes of a union of them (a tagged union of scenario forms), else []."""
     bare = _strip(annotation)

@@ -7,12 +7,11 @@ Each message says what was expected and what was found, in the file's own terms 
 from __future__ import annotations
 
 import difflib
-import types
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Any
 
 from pydantic import BaseModel
 
-from ghsim.config.cursor import KeyPath, slot_at
+from ghsim.config.cursor import KeyPath, is_union, slot_at
 
 _TYPE_WORDS = {
     "float_type": "a number",
@@ -68,22 +67,13 @@ def union_branch(first: dict[str, Any], errors: list[dict[str, Any]],
     value was written for; the first member that says more is."""
     loc = tuple(first["loc"])
     tag = next((i for i in range(len(loc)) if isinstance(loc[i], str)
-                and slot_at(root, loc[: i + 1]) is None and _is_union(slot_at(root, loc[:i]))),
+                and slot_at(root, loc[: i + 1]) is None and is_union(slot_at(root, loc[:i]))),
                None)
     if tag is None:
         return first, 1
     members = [e for e in errors if tuple(e["loc"][:tag]) == loc[:tag] and len(e["loc"]) > tag]
     branch = next((e for e in members if e["type"] not in _TYPE_WORDS), first)
     return {**branch, "loc": (*loc[:tag], *tuple(branch["loc"])[tag + 1:])}, max(1, len(members))
-
-
-def _is_union(slot: Any) -> bool:
-    bare = slot.annotation if slot is not None else None
-    while get_origin(bare) is Annotated:
-        bare = get_args(bare)[0]
-    members = [a for a in get_args(bare) if a is not type(None)] \
-        if get_origin(bare) in (Union, types.UnionType) else []
-    return len(members) > 1
 
 
 def describe(error: dict[str, Any], root: type[BaseModel]) -> str:

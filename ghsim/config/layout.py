@@ -188,12 +188,12 @@ def _check_stage_layers(spec: ScenarioSpec, vp: int) -> None:
     if par.pp < 2:
         raise LayoutProblem(("parallelism", key), "expected only with pp > 1",
                             related=(("parallelism", "pp"),))
-    rest = layers - sum(n for _, n in given)
-    middle = par.pp - len(given)
+    fixed = sum(n for _, n in given)
+    rest, middle = layers - fixed, par.pp - len(given)
     if rest < 0 or (middle == 0 and rest) or (middle and rest % middle):
         raise LayoutProblem(
             ("parallelism", key),
-            f"expected the model's other {layers} - {sum(n for _, n in given)} layers to "
+            f"expected the model's other {layers} - {fixed} layers to "
             f"split evenly over the other {middle} pipeline stages (Megatron asserts it)",
             related=(("model", "layers"), ("parallelism", "pp")))
     counts = stage_layer_counts(layers, par.pp, par.first_stage_layers, par.last_stage_layers)

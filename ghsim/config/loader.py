@@ -217,7 +217,7 @@ class _Tree:
             more = len(errors) - members
             if more:
                 message += f" (and {more} more problem{'s' * (more > 1)})"
-            raw = tuple(key for key in first["loc"] if key not in SCENARIO_FORMS)
+            raw = tuple(first["loc"])
             # A mapping key (before "[key]", or the key of a non-string key) is not a list index.
             loc = tuple(
                 str(key) if raw[i + 1 : i + 2] == ("[key]",) else key

@@ -393,9 +393,7 @@ def stages_text(stages: list[dict[str, Any]], listed: int = 16) -> str:
     """One line on the pipeline stages' loads: each stage's compute-stream busy share (up to
     ``listed`` stages, else the least and most busy), and which one paces the step; empty
     without pipeline stages."""
-    by_stage: dict[int, float] = {}
-    for row in stages:
-        by_stage[row["stage"]] = max(by_stage.get(row["stage"], 0.0), row["busy_share"])
+    by_stage = {row["stage"]: row["busy_share"] for row in stages}  # a class per stage
     if len(by_stage) < 2:
         return ""
     busiest = max(by_stage, key=lambda k: by_stage[k])
