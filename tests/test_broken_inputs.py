@@ -66,6 +66,8 @@ OVERRIDES: list[tuple[str, str, str | None]] = [
     ("parallelism.tp=", "expected a value after '='", "parallelism.tp"),
     ("parallelism..tp=1", "expected a dotted key path", "parallelism..tp"),
     ("parallelism.tp=four", "expected an integer, got 'four'", "parallelism.tp"),
+    ("training.grouped_gemm_gap_us=-1", "expected a number >= 0, got -1",
+     "training.grouped_gemm_gap_us"),
     ("parallelism.tp=[1", "the value is not valid YAML", "parallelism.tp"),
     ("parallelism.tp=1\n2", "expected an integer", "parallelism.tp"),
     ("parallelism.tp=3", "expected a divisor of the model's 64 attention heads, got 3",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from types import ModuleType
 
@@ -50,3 +51,30 @@ def test_gemms_of_a_training_step_take_what_they_took_on_an_h200(name: str,
 def test_hbm_streams_at_the_measured_copy_rate() -> None:
     measured = json.loads((DATA / "hopper_probe.json").read_text())["memory"]["copy_gb_s"]
     assert MODEL.hbm_bytes_per_s / 1e9 == pytest.approx(measured, rel=0.05)
+
+
+def _attention_pairs() -> list[tuple[float, float]]:
+    """(FlashAttention-2, cuDNN) forward + backward TFLOP/s of each shape the probe ran with
+    both of PyTorch SDPA's backends."""
+    rows = json.loads((DATA / "hopper_probe.json").read_text())["attention"]
+    keys = ("batch", "heads", "seq", "head_dim", "causal")
+    rate = {(r["backend"], *(r[k] for k in keys)): r["fwd_bwd_tflops"] for r in rows}
+    return [(v, rate[("CUDNN_ATTENTION", *k[1:])]) for k, v in rate.items()
+            if k[0] == "FLASH_ATTENTION"]
+
+
+def test_flash2_runs_at_the_measured_share_of_the_fused_kernels_rate() -> None:
+    """training.attention flash2 costs attention at flash2_attention_efficiency: on the H200
+    0.591 of the fused kernel's, the geometric mean of FlashAttention-2 over cuDNN measured on
+    ten shapes (head dim 64-256, sequence 2k-8k, causal and not), each within 0.56-0.64."""
+    pairs = _attention_pairs()
+    assert len(pairs) == 10
+    ratios = [fa2 / cudnn for fa2, cudnn in pairs]
+    assert all(0.56 < r < 0.64 for r in ratios)
+    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    part = load_hardware("h200-sxm-141gb")
+    flash2 = gpu_cost_model(part, attention="flash2")
+    assert (flash2.attention_efficiency_of("bf16") / MODEL.attention_efficiency_of("bf16")
+            == pytest.approx(geomean, rel=0.005))
+    assert MODEL.attention_efficiency_of("bf16") == gpu_cost_model(
+        part, attention="flash").attention_efficiency_of("bf16")

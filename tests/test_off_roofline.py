@@ -264,6 +264,38 @@ def test_cuda_graphs_take_the_host_off_a_host_bound_step() -> None:
     assert graphed.compute_breakdown_s == pytest.approx(eager.compute_breakdown_s, rel=1e-9)
 
 
+# -- Which attention kernels run ----------------------------------------------------------------
+
+MID = ["num_gpus=1", "model=llama3-8b", "model.layers=2", "training.seq_len=4096",
+       "training.micro_batch=1", "training.global_batch=2", "offload.strategy=none"]
+
+
+def test_flash2_slows_hoppers_attention_by_its_efficiency_and_nothing_else() -> None:
+    """FlashAttention-2 on a GH200 runs the same kernels' work at flash2_attention_efficiency
+    (0.364) instead of the fused kernels' 0.616: the attention's GPU time grows by their
+    ratio (a little less: each kernel's launch gap does not grow); GEMMs, element-wise work
+    and memory do not move."""
+    flash, flash2 = (simulate(load_scenario("llama3-8b-gh200", [
+        "system=gh200-single", *MID, f"training.attention={kind}"]))
+        for kind in ("flash", "flash2"))
+    grown = flash2.compute_breakdown_s["attention"] / flash.compute_breakdown_s["attention"]
+    assert 0.99 * 0.616 / 0.364 < grown < 0.616 / 0.364
+    for part in ("gemm", "elementwise"):
+        assert flash2.compute_breakdown_s[part] == flash.compute_breakdown_s[part]
+    for tier in ("hbm", "lpddr"):  # the same bytes, reached a little later
+        assert {k: v for k, v in flash2.memory[tier].items() if k != "peak_at_s"} == {
+            k: v for k, v in flash.memory[tier].items() if k != "peak_at_s"}
+    assert flash2.step_time_s > flash.step_time_s
+
+
+def test_flash2_is_the_fused_kernel_where_the_part_gives_no_other() -> None:
+    """The A100's attention_efficiency is FlashAttention-2's own: flash2 changes nothing."""
+    flash, flash2 = (simulate(load_scenario("llama3-8b-gh200", [
+        "system=dgx-a100", *MID, "training.precision=bf16", f"training.attention={kind}"]))
+        for kind in ("flash", "flash2"))
+    assert flash2.step_time_s == flash.step_time_s
+
+
 # -- FP8 as Transformer Engine runs it ------------------------------------------------------------
 
 FP8 = ["system=dgx-h100", "num_gpus=1", "model=llama3-8b", "model.layers=1",

@@ -427,6 +427,15 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "    if m.bias:\n        steps += [_expert_bias(",
              "    if False:\n        steps += [_expert_bias(",
              "the experts' output biases cost nothing", ("tests/test_moe.py",)),
+    Sabotage("grouped-gap-of-the-part", "ghsim/engine/simulate.py",
+             "grouped_gap_us=spec.training.grouped_gemm_gap_us,", "grouped_gap_us=None,",
+             "a run's older software (training.grouped_gemm_gap_us) is ignored",
+             ("tests/test_moe.py",)),
+    Sabotage("flash2-as-fused", "ghsim/costmodel/gpu.py",
+             '(attention == "flash2" and compute.flash2_attention_efficiency)',
+             '(attention == "flash" and compute.flash2_attention_efficiency)',
+             "FlashAttention-2 runs at the fused kernels' rate (and flash at FA2's)",
+             ("tests/test_off_roofline.py", "tests/test_h200_measured.py")),
 )
 
 

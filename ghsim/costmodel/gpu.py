@@ -159,9 +159,14 @@ class GpuCostModel:
                 + self.grouped_gap_s * (kernel.groups - 1))
 
 
-def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCostModel:
+def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
+                   grouped_gap_us: float | None = None,
+                   attention: str = "flash") -> GpuCostModel:
     """The cost model of a GPU part (at a sustained SM clock of ``clock_ghz``, if given, instead
-    of the clock its peaks refer to), or a :class:`ConfigError` naming what it lacks."""
+    of the clock its peaks refer to; with ``grouped_gap_us``, the gap each further GEMM of a
+    grouped GEMM adds under the run's software, instead of the part's measured one; with
+    ``attention`` ``flash2``, FlashAttention-2's efficiency where the part gives one), or a
+    :class:`ConfigError` naming what it lacks."""
     gpu = part.gpu
     if gpu is None:
         raise ConfigError(part.name, "gpu", "expected a GPU part")
@@ -194,11 +199,13 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
                  for d, s in (compute.gemm_reference_shape or {}).items()}
     reference["*"] = (0, 0, compute.gemm_reference_k)
     scale = clock_ghz / compute.clock_ghz if clock_ghz else 1.0
+    attention_efficiency = ((attention == "flash2" and compute.flash2_attention_efficiency)
+                            or compute.attention_efficiency)
     return GpuCostModel(
         part=part.name,
         peak_flops={dtype: flops * scale for dtype, flops in compute.peak_flops_per_s().items()},
         gemm_efficiency={str(k): v for k, v in compute.gemm_efficiency.items()},
-        attention_efficiency={str(k): v for k, v in compute.attention_efficiency.items()},
+        attention_efficiency={str(k): v for k, v in attention_efficiency.items()},
         hbm_bytes_per_s=rates["stream"] or 0.0,
         elementwise_bytes_per_s=rates["elementwise"] or 0.0,
         softmax_bytes_per_s=rates["softmax"] or 0.0,
@@ -210,7 +217,8 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None) -> GpuCos
         overlap_slowdown=compute.comm_overlap_slowdown or 0.0,
         ridge_exponent=compute.gemm_ridge_exponent or math.inf,
         clock_scale=scale,
-        grouped_gap_s=(compute.grouped_gemm_gap_us or 0.0) * 1e-6,
+        grouped_gap_s=((compute.grouped_gemm_gap_us or 0.0) if grouped_gap_us is None
+                       else grouped_gap_us) * 1e-6,
     )
 
 

@@ -311,7 +311,9 @@ def _simulate(scenario: Scenario) -> Result:
     spec, layout = scenario.spec, scenario.layout
     workload = scenario_workload(scenario)
     clock = clock_view(spec.system.node, scenario.source, spec.num_gpus)
-    gpu = gpu_cost_model(spec.system.node.gpu, clock["step_ghz"])
+    gpu = gpu_cost_model(spec.system.node.gpu, clock["step_ghz"],
+                         grouped_gap_us=spec.training.grouped_gemm_gap_us,
+                         attention=spec.training.attention)
     planner = traffic_planner(spec.system, layout)
     host = host_cost_model(spec.system)
     overlap = spec.parallelism.tp_comm_overlap and spec.parallelism.sequence_parallel

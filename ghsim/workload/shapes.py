@@ -200,7 +200,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         weight_bytes=WEIGHT_READ_BYTES[training.precision],
         grad_bytes=GRAD_BYTES[training.main_grads_resolved],
         gemm_dtype=GEMM_DTYPE[training.precision],
-        flash=training.attention == "flash",
+        flash=training.attention != "standard",
         dropout=model.dropout > 0,
         recompute=par.recompute,
         recompute_modules=par.recompute_modules_resolved,

@@ -208,6 +208,14 @@ class GpuComputeSpec(Spec):
         description="Measured fraction of the dense peak fused (flash) attention reaches, "
         "forward and backward together, per dtype.",
     )
+    flash2_attention_efficiency: dict[Dtype, Fraction] = Field(
+        default_factory=dict,
+        description="The same for FlashAttention-2's kernels (the flash-attn 2.x package, "
+        "PyTorch SDPA's flash backend, Hugging Face's flash_attention_2), which scenarios "
+        "with training.attention flash2 run, where they are slower than the part's best "
+        "fused kernel (Hopper, whose TMA and warpgroup MMA FlashAttention-2 does not use); "
+        "empty: attention_efficiency's.",
+    )
     gemm_min_tile_m: PositiveInt | None = Field(
         default=None, description="Serving: the smallest M a tensor-core GEMM tile covers "
         "(Hopper's warpgroup MMA is m64nNk16): a GEMM of fewer rows (decode's few tokens) "

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from ghsim.config.schema.base import (
     DocumentSpec,
     Name,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -42,9 +43,14 @@ class TrainingSpec(Spec):
     micro_batch: PositiveInt = Field(description="Sequences per micro-batch per replica.")
     global_batch: PositiveInt = Field(description="Sequences per optimizer step.")
     precision: Precision
-    attention: Literal["flash", "standard"] = Field(
+    attention: Literal["flash", "flash2", "standard"] = Field(
         default="flash",
-        description="flash: fused, stores no s x s scores; standard: stores them.",
+        description="flash: the GPU's best fused kernel (cuDNN's or FlashAttention-3's on "
+        "Hopper, as Transformer Engine picks; FlashAttention-2 on Ampere), stores no s x s "
+        "scores; flash2: FlashAttention-2's kernels, as legacy Megatron-LM's "
+        "--use-flash-attn, PyTorch SDPA's flash backend and Hugging Face's "
+        "flash_attention_2 run them, at the part's flash2_attention_efficiency; standard: "
+        "unfused, stores the scores.",
     )
     optimizer: Optimizer = Field(
         default="adam", description="adam / adamw: two FP32 moments; ademamix (Pagliardini et "
@@ -124,6 +130,15 @@ class TrainingSpec(Spec):
         "(Megatron-Core --enable-cuda-graph / --cuda-graph-impl, TE make_graphed_callables): "
         "the host's time to issue kernels (the CPU part's kernel_issue_us) no longer holds "
         "short kernels back. Off by default, as in Megatron-LM.",
+    )
+    grouped_gemm_gap_us: NonNegativeFloat | None = Field(
+        default=None, description="GPU time, in microseconds, that each further expert GEMM "
+        "of a grouped GEMM adds (Transformer Engine's GroupedLinear runs one cuBLAS GEMM per "
+        "local expert over four streams on Hopper), for the software the run used instead of "
+        "the GPU part's gpu.compute.grouped_gemm_gap_us, which is measured with current "
+        "software. On H100 (NVIDIA/TransformerEngine PR #2045, docs/hardware-facts.md T4#18): "
+        "2.12 with TE 2.7 and CUDA 12.9, 7.07 with TE 2.2; 0 for one grouped kernel. Default: "
+        "the GPU part's value.",
     )
 
     @model_validator(mode="after")
