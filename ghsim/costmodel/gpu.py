@@ -199,8 +199,9 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
                  for d, s in (compute.gemm_reference_shape or {}).items()}
     reference["*"] = (0, 0, compute.gemm_reference_k)
     scale = clock_ghz / compute.clock_ghz if clock_ghz else 1.0
-    attention_efficiency = ((attention == "flash2" and compute.flash2_attention_efficiency)
-                            or compute.attention_efficiency)
+    attention_efficiency = dict(compute.attention_efficiency)
+    if attention == "flash2":  # FlashAttention-2's own where the part gives it
+        attention_efficiency.update(compute.flash2_attention_efficiency)
     return GpuCostModel(
         part=part.name,
         peak_flops={dtype: flops * scale for dtype, flops in compute.peak_flops_per_s().items()},
