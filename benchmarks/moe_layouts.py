@@ -92,6 +92,25 @@ def main() -> None:
               f"{rank_measured[name]}, {rank_ghsim[name]}")
     print("(rank 1 is the fastest; the measured table ties the overlap and FSDP rows; a pass is"
           " one micro-batch through one layer of a stage)")
+    agree, disagree = order_agreement([(r[1], r[2]) for r in rows])
+    print(f"pairs of layouts ordered as measured: {agree} of {agree + disagree} (Kendall's tau "
+          f"{(agree - disagree) / (agree + disagree):+.2f}; measured ties left out)")
+
+
+def order_agreement(pairs: list[tuple[float, float]]) -> tuple[int, int]:
+    """How many pairs of (measured, predicted) step times the prediction orders as the
+    measurement does, and how many the other way; pairs the measurement ties are left out."""
+    agree = disagree = 0
+    for i, (m1, p1) in enumerate(pairs):
+        for m2, p2 in pairs[i + 1:]:
+            if m1 == m2:
+                continue
+            if (m1 < m2) == (p1 < p2):
+                agree += 1
+            else:
+                disagree += 1
+    return agree, disagree
+
 
 if __name__ == "__main__":
     main()

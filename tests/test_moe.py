@@ -26,6 +26,7 @@ from ghsim.workload.summary import collective_bytes
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import ep_alltoall
 import grouped_gemm_gap
+import moe_layouts
 
 H, EXPERTS, TOP_K, EFFN, LAYERS = 1024, 16, 4, 512, 4
 TINY_MOE = ["system=dgx-h100", "model=qwen3-30b-a3b", f"model.layers={LAYERS}",
@@ -429,6 +430,17 @@ def test_the_training_gap_is_the_hardware_gap_given_per_run() -> None:
                                      "training.grouped_gemm_gap_us=7.07"))
     assert by_run == by_part
     assert by_run > simulate(load_scenario("llama3-8b-gh200", moe)).step_time_s
+
+
+def test_layout_order_agreement_counts_pairs_by_hand() -> None:
+    """benchmarks/moe_layouts.py's order check: of the pairs the measurement does not tie,
+    how many the prediction orders the same way (Kendall's tau is their difference over
+    their sum)."""
+    # measured a = 1, b = b' = 2 (a tie), c = 3; predicted c below b and b'
+    pairs = [(1.0, 1.0), (2.0, 3.0), (2.0, 5.0), (3.0, 2.0)]
+    # (a,b) agree, (a,b') agree, (a,c) agree, (b,b') tied, (b,c) disagree, (b',c) disagree
+    assert moe_layouts.order_agreement(pairs) == (3, 2)
+    assert moe_layouts.order_agreement([(1.0, 1.0), (2.0, 2.0)]) == (1, 0)
 
 
 def test_sliding_window_layers_attend_to_their_window_only() -> None:
