@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from ghsim.config.schema import HardwareSpec, NodeSpec
+from ghsim.config.schema.scenario import Attention
 from ghsim.errors import ConfigError
 from ghsim.workload.ir import Kernel
 
@@ -161,7 +162,7 @@ class GpuCostModel:
 
 def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
                    grouped_gap_us: float | None = None,
-                   attention: str = "flash") -> GpuCostModel:
+                   attention: Attention = "flash") -> GpuCostModel:
     """The cost model of a GPU part (at a sustained SM clock of ``clock_ghz``, if given, instead
     of the clock its peaks refer to; with ``grouped_gap_us``, the gap each further GEMM of a
     grouped GEMM adds under the run's software, instead of the part's measured one; with

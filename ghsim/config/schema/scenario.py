@@ -24,6 +24,8 @@ Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 
 Optimizer = Literal["adam", "adamw", "ademamix", "sgd"]
 MainGrads = Literal["fp32", "bf16", "fp16"]
+Attention = Literal["flash", "flash2", "standard"]
+"""Which attention kernels run (``training.attention``)."""
 
 
 class TrainingSpec(Spec):
@@ -43,7 +45,7 @@ class TrainingSpec(Spec):
     micro_batch: PositiveInt = Field(description="Sequences per micro-batch per replica.")
     global_batch: PositiveInt = Field(description="Sequences per optimizer step.")
     precision: Precision
-    attention: Literal["flash", "flash2", "standard"] = Field(
+    attention: Attention = Field(
         default="flash",
         description="flash: the GPU's best fused kernel (cuDNN's or FlashAttention-3's on "
         "Hopper, as Transformer Engine picks; FlashAttention-2 on Ampere), stores no s x s "
