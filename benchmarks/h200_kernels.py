@@ -8,7 +8,8 @@ predicts against what the GPU did:
   micro-batches at the 700 W limit, dense gradients), BF16 and FP8;
 * GEMMs of one shape in a loop (the GPU at its limit on a pure GEMM load) and from CUDA graphs;
 * fused attention, causal and not, over sequence length (cuDNN, forward + backward);
-* the HBM copy and the element-wise kernels.
+* the HBM copy and the element-wise kernels;
+* a whole plain-PyTorch micro-batch's kernels by kind (GEMMs, cuDNN attention, the rest).
 
 A throughput ratio above 1 (a time ratio below 1) means ghsim predicts the kernel faster
 than it ran. Nothing here is fitted:
@@ -106,22 +107,26 @@ def loops(model: GpuCostModel) -> None:
 
 
 def attention(model: GpuCostModel) -> None:
-    print("Fused attention, cuDNN, head dim 128, forward + backward (Megatron's FLOP count)")
+    print("Fused attention, cuDNN, forward + backward (Megatron's FLOP count: the full square)")
     probe = json.loads((DATA / "hopper_probe.json").read_text())
     kernel = json.loads((DATA / "kernel_probe.json").read_text())
     rows = [r for r in probe["attention"] if r.get("backend") == "CUDNN_ATTENTION"
-            and r.get("head_dim") == 128 and "fwd_bwd_tflops" in r]
-    rows += [r for r in kernel["attention"] if r.get("case", "").startswith("mha")
+            and "fwd_bwd_tflops" in r]
+    rows += [r for r in kernel["attention"] if r.get("case", "").startswith(("mha", "mla"))
              and "fwd_bwd_tflops" in r]
-    for r in sorted(rows, key=lambda r: (r["causal"], r["seq"])):
-        t = r["batch"] * r["seq"]
-        width = r["heads"] * r.get("head_dim", r.get("qk_dim", 128))
-        flops = 4.0 * t * r["seq"] * width  # forward, Megatron's count
-        fwd = Kernel("a", flops, 0.0, "bf16", (t, r["seq"], width), "attention")
-        bwd = Kernel("a.bwd", 2 * flops, 0.0, "bf16", (t, r["seq"], width), "attention")
-        seconds = model.kernel_s(fwd) + model.kernel_s(bwd) - 2 * model.launch_s
-        print(_ratio_line(f"s = {r['seq']:5d} {'causal' if r['causal'] else 'full  '}",
-                          3 * flops / seconds / 1e12, r["fwd_bwd_tflops"], "TFLOP/s"))
+    for r in sorted(rows, key=lambda r: (r["causal"], r.get("head_dim", 128), r["seq"])):
+        head_dim = r.get("head_dim", r.get("qk_dim", 128))
+        print(_ratio_line(f"s = {r['seq']:5d} head dim {head_dim:3d} "
+                          f"{'causal' if r['causal'] else 'full  '}",
+                          attention_tflops(model, r["seq"], head_dim, r["causal"]),
+                          r["fwd_bwd_tflops"], "TFLOP/s"))
+
+
+def attention_tflops(model: GpuCostModel, seq: int, head_dim: int, causal: bool) -> float:
+    """ghsim's forward + backward rate of a fused attention kernel on Megatron's count: the
+    executed share of the square (a causal mask's tiles, or all of them) at the part's rate."""
+    executed = model.causal_fraction(seq) if causal else 1.0
+    return model.attention_rate("bf16", seq, head_dim) / executed / 1e12
 
 
 def memory(model: GpuCostModel) -> None:
@@ -136,10 +141,56 @@ def memory(model: GpuCostModel) -> None:
             print(_ratio_line(row["kernel"], rate / 1e9, row["gb_s"], "GB/s"))
 
 
+def micro_batch_scenario(name: str) -> dict[str, object]:
+    """The plain-PyTorch micro-batch of ``STEADY_LAYERS[name]`` as a ghsim scenario: one H200,
+    RMSNorm, RoPE and SwiGLU as separate PyTorch kernels, an unfused FP32 cross-entropy,
+    cuDNN attention, embeddings tied to the head, BF16 gradients."""
+    spec = STEADY_LAYERS[name]
+    return {
+        "schema_version": 1, "kind": "scenario", "system": "dgx-h200", "num_gpus": 1,
+        "model": {"name": name, "layers": spec["layers"], "hidden": spec["hidden"],
+                  "heads": spec["heads"], "kv_heads": spec["kv_heads"],
+                  "ffn_hidden": spec["ffn"], "vocab": spec["vocab"], "gated_mlp": True,
+                  "norm": "rmsnorm", "tied_embeddings": True},
+        "training": {"seq_len": spec["seq"], "micro_batch": spec["micro_batch"],
+                     "global_batch": spec["micro_batch"], "precision": "bf16",
+                     "attention": "flash", "main_grads": "bf16",
+                     "eager_ops": ["norm", "rope", "activation"]},
+        "parallelism": {"tp": 1, "pp": 1, "dp": 1, "zero_stage": 0, "recompute": "none"},
+    }
+
+
+def micro_batches(model: GpuCostModel) -> None:
+    """A whole micro-batch's kernels (forward + backward, no optimizer), by kind."""
+    import tempfile
+
+    import yaml
+
+    from ghsim.config import load_scenario
+    from ghsim.engine.simulate import simulate
+
+    print("A plain-PyTorch training micro-batch's kernels (forward + backward), ms")
+    probe = json.loads((DATA / "fp8_probe.json").read_text())
+    for name in STEADY_LAYERS:
+        profiled = probe[f"steady_{name}_bf16"]["profiled"]
+        attention = sum(v for k, v in profiled["top_kernels_s"].items() if "sdpa" in k)
+        measured = {"gemm": profiled["gemm_s"], "attention": attention,
+                    "other": profiled["kernels_s"] - profiled["gemm_s"] - attention}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(micro_batch_scenario(name), sort_keys=False))
+            compute = simulate(load_scenario(path)).compute_breakdown_s
+        ghsim = {"gemm": compute["gemm"], "attention": compute["attention"],
+                 "other": compute["elementwise"]}
+        for kind in ("gemm", "attention", "other"):
+            print(_ratio_line(f"{name} {kind}", 1e3 * ghsim[kind], 1e3 * measured[kind], "ms",
+                              "time ratio"))
+
+
 def main() -> None:
     model = gpu_cost_model(load_hardware(PART))
     print(f"{PART}: ghsim's cost model at {model.peak_of('bf16') / 1e12:.1f} BF16 TFLOP/s peak\n")
-    for section in (steady, loops, attention, memory):
+    for section in (steady, loops, attention, memory, micro_batches):
         section(model)
         print()
 

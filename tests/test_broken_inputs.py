@@ -106,6 +106,12 @@ OVERRIDES: list[tuple[str, str, str | None]] = [
      "system.node.gpu.gpu.compute.gemm_k_half.bf16"),
     ("system.node.gpu.gpu.compute.gemm_k_half=abc", "expected a number, got 'abc'",
      "system.node.gpu.gpu.compute.gemm_k_half"),
+    ("system.node.gpu.gpu.compute.causal_attention_diagonal_tokens=-1",
+     "expected a number >= 0, got -1",
+     "system.node.gpu.gpu.compute.causal_attention_diagonal_tokens"),
+    ("system.node.gpu.gpu.compute.attention_head_dim_efficiency={64: 0, 128: 1}",
+     "expected a number > 0, got 0",
+     "system.node.gpu.gpu.compute.attention_head_dim_efficiency[64]"),
     ("parallelism.last_stage_layers=6", "other 80 - 6 layers to split evenly over the other "
      "3 pipeline stages", "parallelism.last_stage_layers"),
 ]

@@ -272,14 +272,14 @@ MID = ["num_gpus=1", "model=llama3-8b", "model.layers=2", "training.seq_len=4096
 
 def test_flash2_slows_hoppers_attention_by_its_efficiency_and_nothing_else() -> None:
     """FlashAttention-2 on a GH200 runs the same kernels' work at flash2_attention_efficiency
-    (0.364) instead of the fused kernels' 0.616: the attention's GPU time grows by their
+    (0.307) instead of the fused kernels' 0.519: the attention's GPU time grows by their
     ratio (a little less: each kernel's launch gap does not grow); GEMMs, element-wise work
     and memory do not move."""
     flash, flash2 = (simulate(load_scenario("llama3-8b-gh200", [
         "system=gh200-single", *MID, f"training.attention={kind}"]))
         for kind in ("flash", "flash2"))
     grown = flash2.compute_breakdown_s["attention"] / flash.compute_breakdown_s["attention"]
-    assert 0.99 * 0.616 / 0.364 < grown < 0.616 / 0.364
+    assert 0.99 * 0.519 / 0.307 < grown < 0.519 / 0.307
     for part in ("gemm", "elementwise"):
         assert flash2.compute_breakdown_s[part] == flash.compute_breakdown_s[part]
     for tier in ("hbm", "lpddr"):  # the same bytes, reached a little later
@@ -294,6 +294,76 @@ def test_flash2_is_the_fused_kernel_where_the_part_gives_no_other() -> None:
         "system=dgx-a100", *MID, "training.precision=bf16", f"training.attention={kind}"]))
         for kind in ("flash", "flash2"))
     assert flash2.step_time_s == flash.step_time_s
+
+
+# -- Causal attention as the fused kernels run it -----------------------------------------------
+
+GPU_COMPUTE = "system.node.gpu.gpu.compute"
+
+
+def _attention_s(overrides: list[str], system: str = "gh200-single") -> float:
+    result = simulate(load_scenario("llama3-8b-gh200", [f"system={system}", *MID, *overrides]))
+    return result.compute_breakdown_s["attention"]
+
+
+def test_a_causal_kernel_costs_the_tiles_it_runs() -> None:
+    """At s = 4096 a causal kernel runs 1/2 + 208/4096 of the square: with the diagonal's
+    share raised until it is the whole square (as the former costing had it) the attention
+    takes 1 / (1/2 + 208/4096) = 1.82x as long (a little less: launch gaps do not grow)."""
+    causal = _attention_s([])
+    square = _attention_s([f"{GPU_COMPUTE}.causal_attention_diagonal_tokens=2048"])
+    assert square / causal == pytest.approx(1.0 / (0.5 + 208 / 4096), rel=0.01)
+    assert square / causal < 1.0 / (0.5 + 208 / 4096)
+
+
+def test_attention_runs_faster_per_flop_at_longer_sequences() -> None:
+    """Megatron's FLOPs grow as s^2, the measured time less: the causal share falls towards
+    1/2 and the rate rises as s / (s + 220), so the time per Megatron FLOP falls with s; without
+    the half-rate length only the causal share moves it."""
+    per_flop = []
+    for seq in (1024, 2048, 4096, 8192):
+        attention = _attention_s([f"training.seq_len={seq}"])
+        per_flop.append(attention / (seq * seq))
+    assert per_flop == sorted(per_flop, reverse=True)
+    # 2k against 8k (at 1k a kernel's launch gap is several % of it)
+    assert per_flop[1] / per_flop[-1] == pytest.approx(
+        (0.5 + 208 / 2048) * (2048 + 220) / 2048 / ((0.5 + 208 / 8192) * (8192 + 220) / 8192),
+        rel=0.03)
+    flat = _attention_s([f"{GPU_COMPUTE}.attention_half_rate_tokens=0"])
+    assert flat / _attention_s([]) == pytest.approx(4096 / (4096 + 220), rel=0.01)
+
+
+def test_a_head_dimension_off_the_measured_one_runs_slower() -> None:
+    """Head dim 64 (Llama 3.2 1B) ran 0.787 of head dim 128's rate on the H200 probe: the same
+    heads x head_dim at 64 costs 1 / 0.787 as much; 96 interpolates in log2 between them."""
+    base = _attention_s([])
+    narrow = _attention_s(["model.heads=64", "model.kv_heads=16", "model.head_dim=64"])
+    middle = _attention_s(["model.heads=32", "model.head_dim=96"])
+    assert narrow / base == pytest.approx(1 / 0.787, rel=0.01)
+    model = gpu_cost_model(load_hardware("gh200-96gb"))
+    assert model.attention_head_dim_factor(96) == pytest.approx(
+        1 + (0.787 - 1) * math.log2(96 / 128) / math.log2(64 / 128))
+    assert model.attention_head_dim_factor(32) == 0.787  # the nearest beyond the measured
+    assert middle > base * 96 / 128  # fewer FLOPs (96 of 128), each a little slower
+
+
+def test_context_parallel_kernels_see_one_chunk_of_keys() -> None:
+    """Under context parallelism each kernel of the ring runs one rank's chunk of K/V: its keys
+    are s / cp, so at the same sequence its tiles are shorter and its causal share larger."""
+    from ghsim.workload.lower import lower
+    workload = lower(load_scenario("llama3-8b-gh200", [
+        "system=gh200-quad", *MID[1:], "num_gpus=2", "parallelism.cp=2", "parallelism.dp=1"]))
+    shapes = {step.shape for op in workload.classes[0].ops for step in op.body
+              if isinstance(step, Kernel) and step.name.startswith("attn.flash")}
+    assert shapes and all(shape[1] == 4096 // 2 and shape[3] == 128 for shape in shapes)
+
+
+def test_a_part_without_the_measured_shape_costs_the_whole_square_at_one_rate() -> None:
+    """The A100 gives neither the causal share nor the half-rate length: its attention costs
+    Megatron's FLOPs at attention_efficiency at every sequence, as before."""
+    model = gpu_cost_model(load_hardware("a100-sxm4-80gb"))
+    assert model.causal_fraction(2048) == 1.0
+    assert model.attention_rate("bf16", 1024) == model.attention_rate("bf16", 16384)
 
 
 # -- FP8 as Transformer Engine runs it ------------------------------------------------------------

@@ -436,6 +436,16 @@ SABOTAGES: tuple[Sabotage, ...] = (
              'if attention == "flash":  # FlashAttention-2',
              "FlashAttention-2 runs at the fused kernels' rate (and flash at FA2's)",
              ("tests/test_off_roofline.py", "tests/test_h200_measured.py")),
+    Sabotage("causal-as-full-square", "ghsim/costmodel/gpu.py",
+             "return min(1.0, 0.5 + self.causal_diagonal_tokens / keys)",
+             "return 1.0",
+             "a causal attention kernel is costed like the whole square, as before 2026-12-05",
+             ("tests/test_off_roofline.py", "tests/test_h200_measured.py",
+              "tests/test_by_hand.py")),
+    Sabotage("cp-kernels-see-all-keys", "ghsim/workload/kernels.py",
+             "return max(1, s.seq_len // s.cp)", "return s.seq_len",
+             "context-parallel attention kernels are costed as if each saw the whole sequence",
+             ("tests/test_off_roofline.py",)),
 )
 
 

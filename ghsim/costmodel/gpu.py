@@ -8,7 +8,10 @@ the output's tiles are spread one per SM in waves: tile and wave quantization, a
 outputs that leave SMs idle) and the reduction-length factor ``K / (K + k_half)`` (pipeline fill
 and epilogue per tile, heavier for FP8); it never exceeds the best shape, the most any shape of
 the sweep reached (large GEMMs plateau there, bounded by power and clocks rather than by their
-shape). A fused attention kernel runs at ``peak x attention_efficiency``; everything is also
+shape). A fused attention kernel executes the tiles of its causal mask on and below the diagonal
+(``1/2 + causal_attention_diagonal_tokens / s`` of the square Megatron counts) at ``peak x
+attention_efficiency x s / (s + attention_half_rate_tokens)``, times a measured factor for its
+head dimension; everything is also
 bounded by HBM traffic at the achievable (STREAM) bandwidth, which is what skinny GEMMs hit, and
 near the ridge point, where the two are alike, the roofline is rounded: (c^p + m^p)^(1/p) with a
 measured ``gemm_ridge_exponent``; element-wise kernels are memory-bound (the loss's plain
@@ -18,6 +21,7 @@ element-wise rate). Each kernel costs the launch gap on top.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -57,6 +61,30 @@ class GpuCostModel:
     """The sustained clock over the part's own: ``peak_flops`` are scaled by it."""
     grouped_gap_s: float = 0.0
     """GPU time each further GEMM of a grouped GEMM adds (its experts run as separate GEMMs)."""
+    attention_half_rate_tokens: float = 0.0
+    """A fused attention kernel over s keys runs at ``s / (s + this)`` of its long-sequence
+    rate (0: the same rate at every s)."""
+    causal_diagonal_tokens: float | None = None
+    """A causal kernel over s keys executes ``1/2 + this / s`` of the full square (None: all
+    of it)."""
+    attention_head_dims: tuple[tuple[int, float], ...] = ()
+    """(head dimension, rate relative to attention_efficiency's), in increasing head dimension
+    (empty: the same rate at every head dimension)."""
+
+    def attention_head_dim_factor(self, head_dim: int) -> float:
+        """The fused attention rate at ``head_dim`` relative to ``attention_efficiency``'s:
+        interpolated in log2 of the head dimension between the measured ones, the nearest
+        beyond them."""
+        points = self.attention_head_dims
+        if not points or head_dim <= 0:
+            return 1.0
+        if head_dim <= points[0][0]:
+            return points[0][1]
+        for (d0, f0), (d1, f1) in itertools.pairwise(points):
+            if head_dim <= d1:
+                w = math.log2(head_dim / d0) / math.log2(d1 / d0)
+                return f0 + w * (f1 - f0)
+        return points[-1][1]
 
     def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
         value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))
@@ -137,10 +165,29 @@ class GpuCostModel:
         compute = kernel.flops / (peak * efficiency)
         return self.roofline_s(compute, kernel.bytes / self.hbm_bytes_per_s)
 
+    def attention_rate(self, dtype: str, keys: int, head_dim: int = 0) -> float:
+        """FLOP/s a fused attention kernel over ``keys`` keys (0: long sequences) at
+        ``head_dim`` (0: the measured one) executes."""
+        rate = self.peak_of(dtype) * self.attention_efficiency_of(dtype)
+        rate *= self.attention_head_dim_factor(head_dim)
+        return rate * keys / (keys + self.attention_half_rate_tokens) if keys > 0 else rate
+
+    def causal_fraction(self, keys: int) -> float:
+        """The share of the full ``keys`` x ``keys`` square a causal kernel executes: the
+        tiles on and below the diagonal (1 where the part does not say)."""
+        if self.causal_diagonal_tokens is None or keys <= 0:
+            return 1.0
+        return min(1.0, 0.5 + self.causal_diagonal_tokens / keys)
+
     def attention_s(self, kernel: Kernel) -> float:
-        peak = self.peak_of(kernel.dtype)
-        efficiency = self.attention_efficiency_of(kernel.dtype)
-        return max(kernel.flops / (peak * efficiency), kernel.bytes / self.hbm_bytes_per_s)
+        """A causal fused attention kernel (``shape``: queries, the keys each kernel sees,
+        width, head dimension): ``flops`` are the full square's (Megatron's count); it
+        executes the tiles on and below the diagonal, at a rate that rises with the keys."""
+        shape = (*kernel.shape, 0, 0, 0, 0)
+        keys, head_dim = shape[1], shape[3]
+        executed = kernel.flops * self.causal_fraction(keys)
+        return max(executed / self.attention_rate(kernel.dtype, keys, head_dim),
+                   kernel.bytes / self.hbm_bytes_per_s)
 
     def kernel_s(self, kernel: Kernel) -> float:
         """Seconds one kernel step takes on an otherwise idle GPU: its work, the launch gap
@@ -221,6 +268,9 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
         clock_scale=scale,
         grouped_gap_s=((compute.grouped_gemm_gap_us or 0.0) if grouped_gap_us is None
                        else grouped_gap_us) * 1e-6,
+        attention_half_rate_tokens=compute.attention_half_rate_tokens or 0.0,
+        causal_diagonal_tokens=compute.causal_attention_diagonal_tokens,
+        attention_head_dims=tuple(sorted(compute.attention_head_dim_efficiency.items())),
     )
 
 

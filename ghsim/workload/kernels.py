@@ -113,11 +113,13 @@ def attention_core(s: LayerShapes) -> list[Step]:
     """Scores, softmax and the weighted sum of values, for this rank's queries.
 
     The FLOPs are those of the Megatron convention (``4 t s`` heads x head_dim, a causal mask
-    not halved), so that they sum to the model FLOPs. A document mask (``attention_mask:
-    document``) lets flash attention skip the blocks across documents: its executed work is
-    ``s.attention_work`` (sum of d^2 over the documents / s^2) of that, while the model FLOPs,
-    which ignore the mask as Megatron's formula does, stay as they are. Its bytes (Q, K, V in,
-    the output out) do not change. Standard attention computes every score and masks it.
+    not halved), so that they sum to the model FLOPs; the cost model knows the kernel skips the
+    masked tiles (its ``shape``: queries, the keys each kernel sees, width, head dimension). A
+    document mask (``attention_mask: document``) lets flash attention skip the blocks across
+    documents: its executed work is ``s.attention_work`` (sum of d^2 over the documents / s^2)
+    of that, while the model FLOPs, which ignore the mask as Megatron's formula does, stay as
+    they are. Its bytes (Q, K, V in, the output out) do not change. Standard attention
+    computes every score and masks it.
     """
     t, keys = s.tokens, s.seq_len
     flops = 4.0 * t * keys * s.q_width
@@ -127,7 +129,9 @@ def attention_core(s: LayerShapes) -> list[Step]:
     if s.flash:
         data = qkv + t * s.q_width * s.act_bytes
         return [Kernel("attn.flash", flops * s.attention_work, data,
-                       s.gemm_dtype if not s.fp8 else "bf16", (t, keys, s.q_width), "attention")]
+                       s.gemm_dtype if not s.fp8 else "bf16",
+                       (t, _kernel_keys(s), s.q_width, s.q_width // max(s.heads, 1)),
+                       "attention")]
     # Unfused attention (Megatron before flash attention): two batched GEMMs per head, with
     # K = head_dim for the scores and K = keys for the weighted sum, and a fused
     # scale-mask-softmax (plus dropout) over the s x s scores between them.
@@ -188,7 +192,15 @@ def _mla_core(s: LayerShapes) -> list[Step]:
     flops = 2.0 * t * keys * m.heads * (qk + m.v)
     data = t * m.heads * (2 * qk + 2 * m.v) * s.act_bytes  # Q, K, V in, the output out
     return [Kernel("attn.flash", flops * s.attention_work, data,
-                   s.gemm_dtype if not s.fp8 else "bf16", (t, keys, m.heads * qk), "attention")]
+                   s.gemm_dtype if not s.fp8 else "bf16", (t, _kernel_keys(s), m.heads * qk, qk),
+                   "attention")]
+
+
+def _kernel_keys(s: LayerShapes) -> int:
+    """The keys each fused attention kernel of this rank sees: the whole sequence, or under
+    context parallelism one rank's chunk of it per step of the ring (Megatron-Core's default
+    ``p2p`` exchange runs one kernel per K/V chunk received)."""
+    return max(1, s.seq_len // s.cp)
 
 
 def _attention_block(s: LayerShapes) -> list[Step]:

@@ -18,6 +18,7 @@ from ghsim.config.schema.base import (
     DocumentSpec,
     Fraction,
     Name,
+    NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
     Sources,
@@ -206,7 +207,27 @@ class GpuComputeSpec(Spec):
     attention_efficiency: dict[Dtype, Fraction] = Field(
         default_factory=dict,
         description="Measured fraction of the dense peak fused (flash) attention reaches, "
-        "forward and backward together, per dtype.",
+        "forward and backward together, per dtype: per FLOP the kernel executes, at long "
+        "sequences where attention_half_rate_tokens is given.",
+    )
+    attention_half_rate_tokens: NonNegativeFloat | None = Field(
+        default=None,
+        description="A fused attention kernel over s keys runs at attention_efficiency x "
+        "s / (s + this): its per-tile fixed work (loading Q, writing the output and its "
+        "softmax statistics) weighs more at short sequences. Unset: the same rate at every s.",
+    )
+    attention_head_dim_efficiency: dict[PositiveInt, PositiveFloat] = Field(
+        default_factory=dict,
+        description="A fused attention kernel's rate at a head dimension relative to the one "
+        "attention_efficiency was measured at (listed as 1), measured per head dimension; "
+        "between two listed ones it is interpolated in log2 of the head dimension, beyond them "
+        "the nearest is taken. Empty: the same rate at every head dimension.",
+    )
+    causal_attention_diagonal_tokens: NonNegativeFloat | None = Field(
+        default=None,
+        description="A causal fused attention kernel over s keys skips the tiles above the "
+        "diagonal and executes 1/2 + this / s of the full s x s square (the diagonal's "
+        "partly masked tiles in full). Unset: a causal kernel costs the whole square.",
     )
     flash2_attention_efficiency: dict[Dtype, Fraction] = Field(
         default_factory=dict,
