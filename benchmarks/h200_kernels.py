@@ -143,19 +143,21 @@ def memory(model: GpuCostModel) -> None:
 
 def micro_batch_scenario(name: str) -> dict[str, object]:
     """The plain-PyTorch micro-batch of ``STEADY_LAYERS[name]`` as a ghsim scenario: one H200,
-    RMSNorm, RoPE and SwiGLU as separate PyTorch kernels, an unfused FP32 cross-entropy,
-    cuDNN attention, embeddings tied to the head, BF16 gradients."""
+    no position embedding (the probe's ``Block`` has none), torch's fused RMSNorm, SwiGLU as
+    PyTorch's SiLU and product kernels, an unfused FP32 cross-entropy, cuDNN attention,
+    embeddings tied to the head, BF16 gradients. The probe's GQA ``repeat_interleave`` of K and
+    V and its transposes' copies are not in ghsim's (nor in Megatron's) layer."""
     spec = STEADY_LAYERS[name]
     return {
         "schema_version": 1, "kind": "scenario", "system": "dgx-h200", "num_gpus": 1,
         "model": {"name": name, "layers": spec["layers"], "hidden": spec["hidden"],
                   "heads": spec["heads"], "kv_heads": spec["kv_heads"],
                   "ffn_hidden": spec["ffn"], "vocab": spec["vocab"], "gated_mlp": True,
-                  "norm": "rmsnorm", "tied_embeddings": True},
+                  "norm": "rmsnorm", "tied_embeddings": True, "position_embedding": "none"},
         "training": {"seq_len": spec["seq"], "micro_batch": spec["micro_batch"],
                      "global_batch": spec["micro_batch"], "precision": "bf16",
                      "attention": "flash", "main_grads": "bf16",
-                     "eager_ops": ["norm", "rope", "activation"]},
+                     "eager_ops": ["activation"]},
         "parallelism": {"tp": 1, "pp": 1, "dp": 1, "zero_stage": 0, "recompute": "none"},
     }
 
