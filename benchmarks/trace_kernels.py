@@ -9,7 +9,9 @@ fixed by the model, so their bandwidth follows from the trace alone:
   2048 x 2048 fp16 scores.
 
 The figures it prints are the sources of ``elementwise_bandwidth_gb_s`` and
-``softmax_bandwidth_gb_s`` in ``configs/hardware/a100-sxm4-80gb.yaml``.
+``softmax_bandwidth_gb_s`` in ``configs/hardware/a100-sxm4-80gb.yaml``. It then adds up each
+rank's compute kernels over the traced forward pass (NCCL's left out) against ghsim's kernels
+for the same forward pass of the same model on a DGX A100.
 Run: ``python benchmarks/trace_kernels.py [TRACES_DIR]``.
 """
 
@@ -51,6 +53,53 @@ def measure(folder: Path) -> dict[str, float]:
     }
 
 
+TRACED_SCENARIO = {
+    "schema_version": 1, "kind": "scenario", "system": "dgx-a100", "num_gpus": 8,
+    "model": {"name": "Megatron-LM GPT of the traces", "layers": 40, "hidden": 4096,
+              "heads": 32, "kv_heads": 32, "ffn_hidden": 16384, "vocab": 51200,
+              "gated_mlp": False, "norm": "layernorm", "position_embedding": "learned",
+              "max_position_embeddings": 2048, "bias": True},
+    "training": {"seq_len": 2048, "micro_batch": 4, "global_batch": 4, "precision": "fp16",
+                 "attention": "standard"},
+    "parallelism": {"tp": 8, "pp": 1, "dp": 1, "recompute": "none"},
+}
+"""The traced run as a ghsim scenario (fp16, unfused attention, learned positions, biases)."""
+
+
+def traced_forward_s(folder: Path) -> list[float]:
+    """Each rank's GPU time in compute kernels (NCCL's left out) over the traced forward."""
+    seconds = []
+    for rank in range(8):
+        with gzip.open(folder / PATTERN.format(rank), "rt") as handle:
+            events = json.load(handle)["traceEvents"]
+        seconds.append(sum(e["dur"] for e in events if e.get("cat") == "kernel"
+                           and e.get("ph") == "X" and "nccl" not in e["name"]) * 1e-6)
+    return seconds
+
+
+def ghsim_forward_s() -> float:
+    """ghsim's kernel seconds for the same forward pass: its forward ops' kernels on one rank,
+    each on an otherwise idle GPU (launch gaps included)."""
+    import tempfile
+
+    import yaml
+
+    sys.path.insert(0, str(ROOT))
+    from ghsim.config import load_scenario
+    from ghsim.config.api import load_hardware
+    from ghsim.costmodel.gpu import gpu_cost_model
+    from ghsim.workload.ir import Kernel
+    from ghsim.workload.lower import lower
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "traced.yaml"
+        path.write_text(yaml.safe_dump(TRACED_SCENARIO, sort_keys=False))
+        workload = lower(load_scenario(path))
+    gpu = gpu_cost_model(load_hardware("a100-sxm4-80gb"))
+    return sum(gpu.kernel_s(step) for op in workload.classes[0].ops if op.name.startswith("F.")
+               for step in op.body if isinstance(step, Kernel))
+
+
 def main() -> int:
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
     figures = measure(folder)
@@ -58,6 +107,10 @@ def main() -> int:
           f"{figures['layernorm_gb_s']:.0f} GB/s")
     print(f"masked softmax: {figures['softmax_kernels']:.0f} kernels, "
           f"{figures['softmax_gb_s']:.0f} GB/s")
+    traced = traced_forward_s(folder)
+    ghsim = ghsim_forward_s()
+    print(f"forward pass, compute kernels: traced {1e3 * min(traced):.1f}-{1e3 * max(traced):.1f} "
+          f"ms a rank, ghsim {1e3 * ghsim:.1f} ms ({ghsim / (sum(traced) / 8) - 1:+.1%})")
     return 0
 
 
