@@ -474,6 +474,26 @@ def test_mla_keeps_the_latent_kv_cache_whole_on_every_gpu() -> None:
     assert not serving_memory(h100.spec).fits and serving_memory(tp8.spec).fits
 
 
+def test_a_prefill_chunk_costs_its_kernel_as_training_does() -> None:
+    """Llama 3 8B on one H200 prefills a 2,048-token prompt as one chunk: 32 layers of one
+    causal kernel over 2,048 keys (32 heads of 128), which runs the chunk's triangle and the
+    diagonal's tiles whole, 2,048 x (1,024 + 208) pairs of 4 x 4,096 FLOPs, at the H200's
+    measured rate for 2,048 keys, 0.486 x 989.4 x 2,048 / 2,268 TFLOP/s. The same prompt in
+    two chunks of 1,024 costs more: the first kernel sees fewer keys, and each chunk pays its
+    own diagonal."""
+    model = IterationModel(scenario())
+    gpu = model.gpu
+    one = Batch(prefill_tokens=2048, prefill_pairs=2048 * 1024.5, prefill_chunks=((2048, 0),))
+    flops = 32 * 4 * 4096 * 2048 * (1024 + 208)
+    rate = gpu.peak_flops["bf16"] * 0.486 * 2048 / (2048 + 220)
+    assert model.iteration(one, 1).parts["attention"] == pytest.approx(flops / rate, rel=1e-9)
+    first = Batch(prefill_tokens=1024, prefill_pairs=1024 * 512.5, prefill_chunks=((1024, 0),))
+    second = Batch(prefill_tokens=1024, prefill_pairs=1024 * (1024 + 512.5),
+                   prefill_past_tokens=1024, prefill_chunks=((1024, 1024),))
+    chunked = sum(model.iteration(b, 1).parts["attention"] for b in (first, second))
+    assert chunked > model.iteration(one, 1).parts["attention"]
+
+
 def test_mla_decode_attention_turns_compute_bound_with_all_heads_on_a_gpu() -> None:
     """Absorbed MLA decode does 2 (2 x 512 + 64) FLOPs per head per cached token for its 576
     bytes of FP8 latent. With all 128 heads on a GPU (tp 1) that is 484 FLOPs a byte, beyond

@@ -446,6 +446,10 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "return max(1, s.seq_len // s.cp)", "return s.seq_len",
              "context-parallel attention kernels are costed as if each saw the whole sequence",
              ("tests/test_off_roofline.py",)),
+    Sabotage("prefill-chunks-ignored", "ghsim/serving/costs.py",
+             "if not batch.prefill_chunks:", "if True:",
+             "serving prefill costs its pairs at the long-sequence rate, whatever the chunks",
+             ("tests/test_serving.py",)),
 )
 
 

@@ -85,6 +85,10 @@ class Batch:
     """Cached tokens they read from host memory (offloaded KV)."""
     prefill_window_pairs: float = 0.0
     """Sliding-window models: the prefilled chunks' (query, key) pairs inside the window."""
+    prefill_chunks: tuple[tuple[int, int], ...] = ()
+    """Each prefilled chunk's tokens and the tokens already in its sequence's cache: each is
+    one fused attention kernel over ``cached + tokens`` keys (empty: cost the pairs at the
+    long-sequence rate)."""
     decode_ctx_window: float = 0.0
     """Sliding-window models: sum over decoding sequences of min(context, window)."""
 
@@ -395,6 +399,36 @@ class IterationModel:
         decode = 2 * s.heads * (2 * m.kv_lora + m.rope)
         return prefill, decode, s.heads * (m.kv_lora + m.rope)
 
+    def _prefill_compute_s(self, batch: Batch, per_pair: float, rate: float
+                           ) -> tuple[float, float]:
+        """Tensor-core seconds of one layer's prefill attention, full and windowed: each
+        chunk's kernel runs its queries against the cached keys in full and against its own
+        causally, the tiles on the diagonal whole (``causal_diagonal_tokens`` a query, at most
+        the chunk's square), at the rate of a kernel over its keys and head dimension, as the
+        training kernels are costed (:meth:`GpuCostModel.attention_s`)."""
+        if not batch.prefill_chunks:
+            return (per_pair * batch.prefill_pairs / rate,
+                    per_pair * batch.prefill_window_pairs / rate)
+        gpu, window = self.gpu, self.window
+        diagonal = gpu.causal_diagonal_tokens
+        head_dim = self._head_dim()
+        full = windowed = 0.0
+        for tokens, cached in batch.prefill_chunks:
+            keys = cached + tokens
+            own = (tokens + 1) / 2 if diagonal is None else tokens / 2 + min(diagonal, tokens / 2)
+            full += tokens * (cached + own) / gpu.attention_rate("bf16", keys, head_dim)
+            if window is not None:
+                seen = min(cached + own, window.tokens)
+                windowed += tokens * seen / gpu.attention_rate(
+                    "bf16", min(keys, window.tokens), head_dim)
+        return per_pair * full, per_pair * windowed
+
+    def _head_dim(self) -> int:
+        """The head dimension of the prefill kernel's queries and keys."""
+        if self.mla is not None:
+            return self.mla.nope + self.mla.rope
+        return self.shape.head_dim
+
     def _attention(self, cost: IterationCost, batch: Batch) -> None:
         """Prefill and decode attention of every layer: the layers with a sliding window
         (``self.window``) see at most the window's pairs and cached tokens, all in HBM."""
@@ -407,10 +441,10 @@ class IterationModel:
         if batch.prefill_tokens:
             nbytes = (batch.prefill_tokens * (width * 2.0 + self.kv_layer_bytes)
                       + batch.prefill_past_tokens * self.kv_layer_bytes)
-            seconds = full * max(per_pair * batch.prefill_pairs / rate, nbytes / bandwidth)
+            full_s, window_s = self._prefill_compute_s(batch, per_pair, rate)
+            seconds = full * max(full_s, nbytes / bandwidth)
             if windowed:
-                seconds += windowed * max(per_pair * batch.prefill_window_pairs / rate,
-                                          nbytes / bandwidth)
+                seconds += windowed * max(window_s, nbytes / bandwidth)
             cost.add("attention", seconds)
             cost.add("launch", layers * gpu.launch_s)
         if batch.decode_seqs:

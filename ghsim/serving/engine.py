@@ -245,6 +245,7 @@ class ReplicaEngine:
             window_pairs = sum(take * min(r.prefilled + (take + 1) / 2, w) for r, take in chunks)
         return Batch(prefill_tokens=int(tokens), prefill_pairs=pairs,
                      prefill_past_tokens=int(past),
+                     prefill_chunks=tuple((take, request.prefilled) for request, take in chunks),
                      logits_rows=self.decode_seqs + finishing, decode_seqs=self.decode_seqs,
                      decode_ctx_hbm=self.ctx_sum - host, decode_ctx_host=host,
                      prefill_window_pairs=window_pairs, decode_ctx_window=self.window_sum)
