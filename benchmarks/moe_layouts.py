@@ -62,9 +62,10 @@ LAYOUTS: dict[str, tuple[float, list[str]]] = {
 }
 
 
-def base_file(directory: Path, point_id: str = BASE) -> Path:
-    """A validation point of validation/moe.yaml as a scenario file in ``directory``."""
-    points = yaml.safe_load((ROOT / "validation" / "moe.yaml").read_text())
+def base_file(directory: Path, point_id: str = BASE, validation: str = "moe") -> Path:
+    """A validation point of validation/<validation>.yaml as a scenario file in
+    ``directory``."""
+    points = yaml.safe_load((ROOT / "validation" / f"{validation}.yaml").read_text())
     entries = points["points"] if isinstance(points, dict) else points
     point = next(p for p in entries if p["id"] == point_id)
     path = directory / f"{point_id}.yaml"

@@ -22,12 +22,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from moe_layouts import base_file  # noqa: E402
 
 from ghsim.config import load_scenario  # noqa: E402
+from ghsim.config.api import load_validation_points  # noqa: E402
 from ghsim.engine.simulate import simulate  # noqa: E402
 
 TOKENS_PER_STEP = {"nemo24.07_llama3-8b_h100_8": (128 * 8192, 8),
@@ -42,21 +44,14 @@ ROWS: list[tuple[str, str, list[str], float | None]] = [
 ]
 
 
-def point(point_id: str) -> tuple[dict[str, object], float]:
-    """A validation point of validation/calibration.yaml: its scenario and measured step."""
-    document = yaml.safe_load((ROOT / "validation" / "calibration.yaml").read_text())
-    entry = next(p for p in document["points"] if p["id"] == point_id)
-    return entry["scenario"], float(entry["measured"]["step_time_s"])
-
-
 def main() -> None:
+    points = load_validation_points(ROOT / "validation" / "calibration.yaml").points
+    measured_s = {p.id: p.measured.step_time_s for p in points}
     print(f"{'run':40s} {'measured':>9s} {'ghsim':>7s} {'error':>7s}")
     with tempfile.TemporaryDirectory() as tmp:
         for label, point_id, overrides, tokens_per_s in ROWS:
-            scenario, measured = point(point_id)
-            path = Path(tmp) / f"{point_id}.yaml"
-            path.write_text(yaml.safe_dump({"schema_version": 1, "kind": "scenario",
-                                            **scenario}, sort_keys=False))
+            path = base_file(Path(tmp), point_id, "calibration")
+            measured = measured_s[point_id]
             if tokens_per_s is not None:
                 tokens, gpus = TOKENS_PER_STEP[point_id]
                 measured = tokens / (tokens_per_s * gpus)

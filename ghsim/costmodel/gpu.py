@@ -183,8 +183,8 @@ class GpuCostModel:
         """A causal fused attention kernel (``shape``: queries, the keys each kernel sees,
         width, head dimension): ``flops`` are the full square's (Megatron's count); it
         executes the tiles on and below the diagonal, at a rate that rises with the keys."""
-        shape = (*kernel.shape, 0, 0, 0, 0)
-        keys, head_dim = shape[1], shape[3]
+        keys = kernel.shape[1] if len(kernel.shape) > 1 else 0
+        head_dim = kernel.shape[3] if len(kernel.shape) > 3 else 0
         executed = kernel.flops * self.causal_fraction(keys)
         return max(executed / self.attention_rate(kernel.dtype, keys, head_dim),
                    kernel.bytes / self.hbm_bytes_per_s)

@@ -410,12 +410,14 @@ class IterationModel:
             return (per_pair * batch.prefill_pairs / rate,
                     per_pair * batch.prefill_window_pairs / rate)
         gpu, window = self.gpu, self.window
-        diagonal = gpu.causal_diagonal_tokens
         head_dim = self._head_dim()
         full = windowed = 0.0
         for tokens, cached in batch.prefill_chunks:
             keys = cached + tokens
-            own = (tokens + 1) / 2 if diagonal is None else tokens / 2 + min(diagonal, tokens / 2)
+            # keys of its own each query runs: the causal kernel's share of the chunk's square
+            # (a part without a measured share: the exact causal pairs)
+            own = ((tokens + 1) / 2 if gpu.causal_diagonal_tokens is None
+                   else tokens * gpu.causal_fraction(tokens))
             full += tokens * (cached + own) / gpu.attention_rate("bf16", keys, head_dim)
             if window is not None:
                 seen = min(cached + own, window.tokens)

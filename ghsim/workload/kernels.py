@@ -122,6 +122,7 @@ def attention_core(s: LayerShapes) -> list[Step]:
     computes every score and masks it.
     """
     t, keys = s.tokens, s.seq_len
+    head_dim = s.q_width // max(s.heads, 1)
     flops = 4.0 * t * keys * s.q_width
     qkv = t * (s.q_width + 2 * s.kv_width) * s.act_bytes
     if s.cp > 1:
@@ -130,13 +131,12 @@ def attention_core(s: LayerShapes) -> list[Step]:
         data = qkv + t * s.q_width * s.act_bytes
         return [Kernel("attn.flash", flops * s.attention_work, data,
                        s.gemm_dtype if not s.fp8 else "bf16",
-                       (t, _kernel_keys(s), s.q_width, s.q_width // max(s.heads, 1)),
+                       (t, _kernel_keys(s), s.q_width, head_dim),
                        "attention")]
     # Unfused attention (Megatron before flash attention): two batched GEMMs per head, with
     # K = head_dim for the scores and K = keys for the weighted sum, and a fused
     # scale-mask-softmax (plus dropout) over the s x s scores between them.
     scores = s.heads * t * keys
-    head_dim = s.q_width // max(s.heads, 1)
     masks = 1 if s.dropout else 0
     return [
         Kernel("attn.qk", flops / 2, qkv + scores * s.act_bytes, s.gemm_dtype,
