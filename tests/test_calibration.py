@@ -51,14 +51,11 @@ def test_calibration_accuracy(calibration_file: Path) -> None:
     assert not failed, failed
     assert summary["simulated"] == 30
     report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
-    # The issue's targets are 6 % and 15 %. They were met (5.3 %, 13.0 %) while causal attention
-    # was costed like a full square, 1.2-1.5x slower than cuDNN's kernels run on Hopper; costed
-    # as measured (docs/hardware-facts.md T4#14) the set is at 6.6 % and 15.6 %, its Hopper runs
-    # 7-16 % fast: a cost outside the GPU's kernels that ghsim does not model yet (README,
-    # "What the causal attention costing exposed"). Until it lands this bound guards against
-    # regressions only.
-    assert summary["mape"] <= 0.07, report
-    assert summary["max_abs_error"] <= 0.16, report
+    # The issue's targets: 6 % and 15 %. With causal attention costed as cuDNN runs it (docs/
+    # hardware-facts.md T4#14) and NeMo 24.07's runs on the FlashAttention-2 kernels its
+    # launcher chose (NVTE_FUSED_ATTN=0, the points' notes) the set is at 4.6 % and 11.2 %.
+    assert summary["mape"] <= 0.06, report
+    assert summary["max_abs_error"] <= 0.15, report
     # every run ran, so every scenario fits (Nemotron-340B did not while NeMo's master-weight
     # remainders were costed as whole FP32 masters)
     assert summary["not_fitting"] == 0, [o.id for o in outcomes if o.does_not_fit]

@@ -50,8 +50,9 @@ class TrainingSpec(Spec):
         description="flash: the GPU's best fused kernel (cuDNN's or FlashAttention-3's on "
         "Hopper, as Transformer Engine picks; FlashAttention-2 on Ampere), stores no s x s "
         "scores; flash2: FlashAttention-2's kernels, as legacy Megatron-LM's "
-        "--use-flash-attn, PyTorch SDPA's flash backend and Hugging Face's "
-        "flash_attention_2 run them, at the part's flash2_attention_efficiency; standard: "
+        "--use-flash-attn, PyTorch SDPA's flash backend, Hugging Face's flash_attention_2 and "
+        "Transformer Engine 1.x under NVTE_FUSED_ATTN=0 (NeMo's 2024 launcher) run them, at "
+        "the part's flash2_attention_efficiency; standard: "
         "unfused, stores the scores.",
     )
     optimizer: Optimizer = Field(
