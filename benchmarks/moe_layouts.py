@@ -68,6 +68,8 @@ def base_file(directory: Path, point_id: str = BASE, validation: str = "moe") ->
     points = yaml.safe_load((ROOT / "validation" / f"{validation}.yaml").read_text())
     entries = points["points"] if isinstance(points, dict) else points
     point = next(p for p in entries if p["id"] == point_id)
+    if point.get("overrides"):
+        raise ValueError(f"{point_id} has overrides, which a scenario file cannot carry")
     path = directory / f"{point_id}.yaml"
     path.write_text(yaml.safe_dump({"schema_version": 1, "kind": "scenario",
                                     **point["scenario"]}, sort_keys=False))

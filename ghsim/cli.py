@@ -400,7 +400,9 @@ def _gate(reports: dict[str, dict[str, Any]], max_mape: float | None) -> int:
     misses = []
     for name, report in reports.items():
         why = []
-        if not report["mape"] <= max_mape:  # a set with nothing simulated has a NaN MAPE
+        if report["mape"] is None:
+            why.append("no point was simulated")
+        elif report["mape"] > max_mape:
             why.append(f"MAPE {report['mape']:.1%} exceeds {max_mape:.1%}")
         if report["failed"]:
             why.append(f"{report['failed']} point(s) failed")

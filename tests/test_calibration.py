@@ -292,3 +292,51 @@ def test_max_mape_must_be_a_percentage(value: str, capsys: pytest.CaptureFixture
         main(["validate", "calibration", "--max-mape", value])
     assert exit_info.value.code == 2
     assert "percentage" in capsys.readouterr().err
+
+
+def test_a_points_overrides_set_its_scenario_as_the_run_had_it(tmp_path: Path) -> None:
+    """A point's ``overrides`` change its scenario as ``--set`` would (here a GH200 module cap
+    of 624 W against the system file's 660): the same point with them runs slower, and the
+    loaded scenario carries the value."""
+    path = _points(tmp_path, ("capped", "alps-gh200", "bf16", 1.0), ("as_shipped", "alps-gh200",
+                                                                      "bf16", 1.0))
+    document = yaml.safe_load(path.read_text())
+    document["points"][0]["overrides"] = ["system.node.power_limit_w=624"]
+    document["points"][0]["scenario"]["num_gpus"] = document["points"][1]["scenario"][
+        "num_gpus"] = 4
+    for point in document["points"]:
+        point["scenario"]["parallelism"] = {"tp": 4}
+    path.write_text(yaml.safe_dump(document))
+    capped, shipped = validate_file(path)
+    assert capped.predicted_step_time_s is not None and shipped.predicted_step_time_s is not None
+    assert capped.predicted_step_time_s > shipped.predicted_step_time_s
+    from ghsim.config.api import load_validation_points
+
+    points = load_validation_points(path).points
+    assert points[0].scenario.system.node.power_limit_w == 624
+    assert points[1].scenario.system.node.power_limit_w == 660
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ("system.node.power_limit=624", "scenario.system.node.power_limit: unknown key "
+                                    "'power_limit' (did you mean 'power_limit_w'?)"),
+    ("system.node.power_limit_w=abc", "scenario.system.node.power_limit_w: expected a number"),
+    ("624", "expected KEY.PATH=VALUE"),
+])
+def test_a_broken_point_override_fails_that_point_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], override: str, expected: str) -> None:
+    path = _points(tmp_path, ("broken", "alps-gh200", "bf16", 1.0))
+    document = yaml.safe_load(path.read_text())
+    document["points"][0]["overrides"] = [override]
+    path.write_text(yaml.safe_dump(document))
+    assert main(["validate", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (point,) = report["points"]
+    assert point["failed"].startswith(f"{path} points[0].overrides[0]: ")
+    assert expected in point["failed"]
+    # nothing was simulated: no MAPE (it used to be NaN, which the JSON writer refused)
+    assert report["mape"] is None and report["max_abs_error"] is None
+    assert main(["validate", str(path)]) == 0
+    assert "MAPE n/a (no point simulated)" in capsys.readouterr().out
+    assert main(["validate", str(path), "--max-mape", "10"]) == 1
+    assert "no point was simulated; 1 point(s) failed" in capsys.readouterr().err

@@ -9,6 +9,7 @@ error names the file (or override) the user must fix and the key path inside it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,17 @@ def _set(data: dict[str, Any], path: KeyPath, value: Any) -> None:
     node[path[-1]] = value
 
 
+def _point_overrides(item: Any, prefix: KeyPath, origin: str) -> list[Override]:
+    """A validation point's own ``overrides``, placed on its scenario (the point sits at
+    ``prefix``); entries of the wrong type are left for validation to report."""
+    texts = item.get("overrides") if isinstance(item, dict) else None
+    if not isinstance(texts, list):
+        return []
+    found = [parse_override(text, f"{origin}.overrides[{index}]")
+             for index, text in enumerate(texts) if isinstance(text, str)]
+    return [replace(o, path=(*prefix, "scenario", *o.path)) for o in found]
+
+
 def load_tree(
     reference: str | Path, kind: str | None = None, overrides: Sequence[str] = ()
 ) -> tuple[DocumentSpec, Path]:
@@ -272,6 +284,11 @@ def load_tree(
         message = f"ghsim cannot load {document['kind']!r} files yet"
         raise ConfigError(display(path), "kind", message)
     tree = _Tree(spec_cls, document, path)
+    points = document.get("points") if document["kind"] == "validation_points" else None
+    for index, item in enumerate(points if isinstance(points, list) else []):
+        origin = f"{display(path)} points[{index}]"
+        for override in outer_first(_point_overrides(item, ("points", index), origin)):
+            tree.apply(override)
     for override in outer_first([parse_override(text) for text in overrides]):
         tree.apply(override)
     tree.resolve(tree.data, Slot(spec_cls), ())
@@ -309,6 +326,9 @@ def load_entries(
         where = f"{key}[{index}]"
         try:
             tree = _Tree(entry, ensure_mapping(item, source, ""), path)
+            if "overrides" in entry.model_fields:
+                for override in outer_first(_point_overrides(item, (), f"{source} {where}")):
+                    tree.apply(override)
             tree.resolve(tree.data, Slot(entry), ())
             loaded.append(tree.validate())
         except InputError as error:

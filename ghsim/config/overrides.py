@@ -49,9 +49,10 @@ def parse_key_path(text: str, label: str) -> KeyPath:
     return tuple(path)
 
 
-def parse_override(text: str) -> Override:
-    """Parse ``KEY.PATH=VALUE``."""
-    label = f"--set {text}"
+def parse_override(text: str, origin: str = "") -> Override:
+    """Parse ``KEY.PATH=VALUE`` (``origin``: where it was written when not on the command
+    line)."""
+    label = origin or f"--set {text}"
     key, sep, raw_value = text.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -64,7 +65,7 @@ def parse_override(text: str) -> Override:
         raise OverrideError(label, key, exc.message) from None
     except ConfigError as exc:
         raise OverrideError(label, key, f"the value is not valid YAML ({exc.message})") from None
-    return Override(parse_key_path(key, label), value, text)
+    return Override(parse_key_path(key, label), value, text, origin)
 
 
 def outer_first(overrides: list[Override]) -> list[Override]:

@@ -155,10 +155,11 @@ def validate_file(path: str | Path, on_point: Callable[[int, int], None] | None 
     return _run_points(work, on_point, workers, sizes)
 
 
-def _errors(outcomes: Iterable[PointOutcome | ServingOutcome]) -> dict[str, float | int]:
+def _errors(outcomes: Iterable[PointOutcome | ServingOutcome]) -> dict[str, float | int | None]:
+    """MAPE and worst error (None where no point was simulated) and how many were."""
     errors = [abs(o.error) for o in outcomes if o.error is not None]
-    return {"mape": sum(errors) / len(errors) if errors else float("nan"),
-            "max_abs_error": max(errors) if errors else float("nan"),
+    return {"mape": sum(errors) / len(errors) if errors else None,
+            "max_abs_error": max(errors) if errors else None,
             "simulated": len(errors)}
 
 
@@ -166,7 +167,7 @@ def summarize(outcomes: list[PointOutcome] | list[ServingOutcome]) -> dict[str, 
     """Mean absolute percentage error and worst error over the simulated points (fractions),
     the points that failed or do not fit, and the same errors by each of :data:`SUBSETS`
     (``by[subset][value]``, values in the order they first appear)."""
-    by: dict[str, dict[str, dict[str, float | int]]] = {}
+    by: dict[str, dict[str, dict[str, float | int | None]]] = {}
     for subset in SUBSETS:
         values = list(dict.fromkeys(o.subsets[subset] for o in outcomes if subset in o.subsets))
         by[subset] = {value: _errors(o for o in outcomes if o.subsets.get(subset) == value)

@@ -497,7 +497,7 @@ def render_validation(outcomes: list[dict[str, Any]], summary: dict[str, Any],
                       f"{o['predicted_step_time_s']:.3f}", f"[{style}]{error:+.1%}[/]",
                       bound_by_cell(o))
     _show(console, table)
-    console.print(f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%} over "
+    console.print(f"{mape_clause(summary)} over "
                   f"{summary['simulated']} simulated points ({summary['failed']} failed"
                   f"{not_fitting_clause(summary)}).")
     render_subsets(summary, console)
@@ -509,6 +509,13 @@ def bound_by_cell(outcome: dict[str, Any]) -> str:
     if outcome.get("does_not_fit"):
         return "[red]does not fit[/]"
     return str(outcome["bottleneck"] or "")
+
+
+def mape_clause(summary: dict[str, Any]) -> str:
+    """"MAPE x %, worst y %", or that no point was simulated."""
+    if summary["mape"] is None:
+        return "MAPE n/a (no point simulated)"
+    return f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%}"
 
 
 def not_fitting_clause(summary: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from ghsim.report.console import (
     bound_by_cell,
     clock_text,
     is_plain,
+    mape_clause,
     not_fitting_clause,
     render_subsets,
     wrap_name,
@@ -99,7 +100,7 @@ def render_serving_validation(outcomes: list[dict[str, Any]], summary: dict[str,
         table.add_row(name, f"{o['measured']:,.0f}", f"{o['predicted']:,.0f}",
                       f"[{style}]{error:+.1%}[/]", "\n".join(latency), bound_by_cell(o))
     _show(console, table)
-    console.print(f"MAPE {summary['mape']:.1%}, worst {summary['max_abs_error']:.1%} over "
+    console.print(f"{mape_clause(summary)} over "
                   f"{summary['simulated']} simulated points ({summary['failed']} failed"
                   f"{not_fitting_clause(summary)}); latencies predicted / measured.")
     render_subsets(summary, console)

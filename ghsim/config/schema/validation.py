@@ -25,6 +25,12 @@ class ValidationPointSpec(Spec):
     measured: MeasuredSpec
     source: Name
     notes: str = ""
+    overrides: list[str] = Field(
+        default_factory=list, description="Keys where the run differed from the files its "
+        "scenario names, as ``--set`` takes them (KEY.PATH=VALUE, the path inside the "
+        "scenario): a system's power cap at the time of the run, say. Applied before the "
+        "scenario is validated; the notes say why.",
+    )
     scenario: ScenarioSpec
 
 
