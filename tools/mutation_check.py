@@ -450,6 +450,11 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "if not batch.prefill_chunks:", "if True:",
              "serving prefill costs its pairs at the long-sequence rate, whatever the chunks",
              ("tests/test_serving.py",)),
+    Sabotage("point-overrides-ignored", "ghsim/config/loader.py",
+             'texts = item.get("overrides") if isinstance(item, dict) else None',
+             "texts = None",
+             "a validation point's overrides (the Alps module cap of February 2025) are dropped",
+             ("tests/test_calibration.py", "tests/test_accuracy_sets.py")),
 )
 
 
