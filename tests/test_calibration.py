@@ -315,6 +315,7 @@ def test_a_points_overrides_set_its_scenario_as_the_run_had_it(tmp_path: Path) -
     points = load_validation_points(path).points
     assert points[0].scenario.system.node.power_limit_w == 624
     assert points[1].scenario.system.node.power_limit_w == 660
+    assert capped.overrides == ("system.node.power_limit_w=624",) and shipped.overrides == ()
 
 
 @pytest.mark.parametrize(("override", "expected"), [

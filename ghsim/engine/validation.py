@@ -69,6 +69,8 @@ class PointOutcome:
     scenario is wrong), or None."""
     subsets: dict[str, str] = field(default_factory=dict)
     """The point's :data:`SUBSETS`."""
+    overrides: tuple[str, ...] = ()
+    """The point's own overrides of its scenario (``KEY.PATH=VALUE``)."""
 
 
 def validate_point(point: ValidationPointSpec, source: str, index: int) -> PointOutcome:
@@ -79,11 +81,12 @@ def validate_point(point: ValidationPointSpec, source: str, index: int) -> Point
         result = simulate(scenario)
     except InputError as error:
         return PointOutcome(point.id, measured, None, None, failed=error.line(),
-                            subsets=subsets)
+                            subsets=subsets, overrides=tuple(point.overrides))
     predicted = result.step_time_s
     return PointOutcome(point.id, measured, predicted, (predicted - measured) / measured,
                         bottleneck=result.bottleneck["resource"],
-                        does_not_fit=does_not_fit_line(result.memory), subsets=subsets)
+                        does_not_fit=does_not_fit_line(result.memory), subsets=subsets,
+                        overrides=tuple(point.overrides))
 
 
 def _layer_passes(point: ValidationPointSpec) -> float:

@@ -487,7 +487,7 @@ def render_validation(outcomes: list[dict[str, Any]], summary: dict[str, Any],
     # rest, between the words of its name.
     width = max(20, console.width - (44 if is_plain(console) else 54))
     for o in outcomes:
-        name = wrap_name(o["id"], width)
+        name = wrap_name(o["id"] + (" *" if o.get("overrides") else ""), width)
         if o["failed"]:
             table.add_row(name, "-", "-", "[red]failed[/]", o["failed"])
             continue
@@ -500,6 +500,9 @@ def render_validation(outcomes: list[dict[str, Any]], summary: dict[str, Any],
     console.print(f"{mape_clause(summary)} over "
                   f"{summary['simulated']} simulated points ({summary['failed']} failed"
                   f"{not_fitting_clause(summary)}).")
+    if any(o.get("overrides") for o in outcomes):
+        console.print("* run with the point's own overrides of its scenario (--json lists "
+                      "them; the file's notes say why)")
     render_subsets(summary, console)
 
 
