@@ -7,6 +7,12 @@ whatever else crosses them). With ``parallelism.tp_comm_overlap`` (Megatron's
 reduce-scatter instead runs beside the GEMM that consumes or produces its tensor: the exchange is
 split into tp chunks pipelined with the GEMM's chunks, so the pair takes the longer of the two,
 the GEMM slowed by the communication kernels beside it, plus one chunk that cannot overlap.
+
+Context parallelism's K/V exchange always runs beside the attention kernel that consumes it:
+Megatron-Core's default ``p2p`` exchange (Transformer Engine's AttnFuncWithCP) passes the K/V
+chunks around the ring while each step's attention runs on the chunk already received, and in
+the backward pass the K/V and their gradients travel the same way beside each step's attention
+backward. The pair is costed the same way, pipelined in cp chunks.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ class Segment:
 
 
 def _pairs(body: tuple[Step, ...], tp_group: str, ep: bool = False) -> dict[int, int]:
-    """Which GEMM (by index) each overlapped collective (by index) runs beside: an all-gather
+    """Which kernel (by index) each overlapped collective (by index) runs beside: an all-gather
     the GEMM right after it (past FP8 casts), else the nearest earlier free GEMM; a
     reduce-scatter the nearest earlier free GEMM; with ``ep``, an expert-parallel all-to-all
-    the nearest earlier free GEMM, else the next one."""
+    the nearest earlier free GEMM, else the next one; a context-parallel exchange the nearest
+    free attention kernel (the next one in a forward pass, the one before in a backward)."""
     pairs: dict[int, int] = {}
     taken: set[int] = set()
 
@@ -42,8 +49,19 @@ def _pairs(body: tuple[Step, ...], tp_group: str, ep: bool = False) -> dict[int,
         step = body[i]
         return isinstance(step, Kernel) and step.klass == "gemm" and i not in taken
 
+    def attention(i: int) -> bool:
+        step = body[i]
+        return isinstance(step, Kernel) and step.klass == "attention" and i not in taken
+
     for index, step in enumerate(body):
         if not isinstance(step, Comm):
+            continue
+        if step.group == "cp":
+            free = [i for i in range(len(body)) if attention(i)]
+            chosen = min(free, key=lambda i: (abs(i - index), i < index), default=None)
+            if chosen is not None:
+                pairs[index] = chosen
+                taken.add(chosen)
             continue
         tp = step.group == tp_group and step.collective in OVERLAPPED
         moe = ep and step.group == "ep"
@@ -73,7 +91,7 @@ def segments(body: tuple[Step, ...], kernel_s: Callable[[Kernel], float],
     sequence-parallel collectives run beside their GEMMs; ``ep_overlap``: so do the MoE
     all-to-alls (Megatron-Core overlap_moe_expert_parallel_comm hides them behind another
     micro-batch's compute; a GEMM of the same layer stands for that compute)."""
-    pairs = _pairs(body, "tp" if overlap else "", ep_overlap) if overlap or ep_overlap else {}
+    pairs = _pairs(body, "tp" if overlap else "", ep_overlap)
     paired = set(pairs.values())
     result: list[Segment] = []
     pending = 0.0

@@ -373,8 +373,6 @@ _BACKWARD_COMM = {  # forward collective -> what its backward runs
                        ("mlp_up.wgrad_all_gather", "all_gather")],
     "proj.reduce_scatter": [("proj.bwd_all_gather", "all_gather")],
     "mlp.reduce_scatter": [("mlp.bwd_all_gather", "all_gather")],
-    "attn.cp_kv_gather": [("attn.cp_kv_gather_bwd", "all_gather"),
-                          ("attn.cp_dkv_reduce_scatter", "reduce_scatter")],
     "moe.dispatch": [("moe.dispatch_bwd", "all_to_all")],
     "moe.combine": [("moe.combine_bwd", "all_to_all")],
     "moe.etp_all_gather": [("moe.etp_all_gather_bwd", "reduce_scatter")],
@@ -442,6 +440,9 @@ def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
             steps += _backward_of(step, s)
         elif step.name in _NO_SP_BACKWARD:
             steps.append(replace(step, name=_NO_SP_BACKWARD[step.name]))
+        elif step.group == "cp":
+            # the ring passes the K/V chunks again and their gradients back: twice the bytes
+            steps.append(replace(step, name="attn.cp_kv_dkv_ring_bwd", bytes=2 * step.bytes))
         else:
             steps += [replace(step, name=name, collective=kind,  # type: ignore[arg-type]
                               host_sync=False)  # the counts are known from the forward
