@@ -8,7 +8,7 @@ attention not halved). NeMo's launcher of that release ran every job with NVTE_F
 cudnn FA until we've tested it more"), so Transformer Engine ran FlashAttention-2's kernels, not
 cuDNN's. As the sequence grows attention takes most of the step, so the two kernels' rates
 (docs/hardware-facts.md T4#14: FlashAttention-2 at 0.59 of cuDNN's) part the predictions: on
-FlashAttention-2's kernels ghsim is within -3 % to -12 % of every row, on cuDNN's +12 % to +45 %
+FlashAttention-2's kernels ghsim is within -12 % to +5 % of every row, on cuDNN's +13 % to +47 %
 above it. The rows from 32k on also check the context-parallel ring, which runs beside the
 attention (ghsim.engine.body): with its exchange exposed, the 512k and 1M rows (CP 16 and 32,
 the ring across nodes) came out 26-28 % short.

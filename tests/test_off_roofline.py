@@ -421,13 +421,54 @@ def test_the_output_layer_and_attention_stay_bf16_under_fp8() -> None:
 def test_fp8_recipes_cost_their_casts() -> None:
     """Per GEMM input of e elements: delayed reads BF16 and writes FP8 twice (row-wise and
     transposed), 4 e bytes; tensorwise reads it once more for its amax, 6 e; blockwise adds an
-    FP32 scale per 128 values both ways, 4 e + e / 16."""
-    elements = 2048 * 4096  # the QKV input: tokens x hidden
-    cast = {recipe: _kernels([*FP8, f"training.fp8_recipe={recipe}"])["qkv.fp8_cast_transpose"][1]
+    FP32 scale per 128 values both ways, 4 e + e / 16. The output projection's input (the
+    attention's output) is such an input."""
+    elements = 2048 * 4096  # the output projection's input: tokens x heads x head_dim
+    cast = {recipe: _kernels([*FP8, f"training.fp8_recipe={recipe}"])["proj.fp8_cast_transpose"][1]
             for recipe in ("delayed", "tensorwise", "blockwise")}
     assert cast == {"delayed": 4 * elements, "tensorwise": 6 * elements,
                     "blockwise": 4 * elements + elements / 16}
-    assert _kernels(FP8)["qkv.fp8_cast_transpose"][1] == cast["delayed"]  # the default
+    assert _kernels(FP8)["proj.fp8_cast_transpose"][1] == cast["delayed"]  # the default
+
+
+def test_a_norm_fused_with_its_gemm_writes_fp8_itself() -> None:
+    """The QKV and MLP-up inputs come from a norm Transformer Engine fuses with the GEMM
+    (LayerNormLinear): under delayed scaling the norm writes the FP8 row-wise copy, so only the
+    transposed copy is left, 2 e bytes; current and block scaling quantize as any input. A
+    norm run as PyTorch ops writes 16 bits and leaves the whole cast."""
+    elements = 2048 * 4096  # tokens x hidden
+    cast = {recipe: _kernels([*FP8, f"training.fp8_recipe={recipe}"])["qkv.fp8_cast_transpose"][1]
+            for recipe in ("delayed", "tensorwise", "blockwise")}
+    assert cast == {"delayed": 2 * elements, "tensorwise": 6 * elements,
+                    "blockwise": 4 * elements + elements / 16}
+    assert _kernels(FP8)["mlp_up.fp8_cast_transpose"][1] == 2 * elements
+    eager = _kernels([*FP8, "training.eager_ops=[norm]"])
+    assert eager["qkv.fp8_cast_transpose"][1] == eager["mlp_up.fp8_cast_transpose"][1] == (
+        4 * elements)
+
+
+def test_fp8_gathers_the_norms_output_in_one_byte_and_its_gradient_in_two() -> None:
+    """Sequence parallelism gathers the norm's output into QKV and MLP-up: under FP8 that
+    output is FP8, one byte an element, both in the forward pass and when the backward pass
+    gathers it again for the weight gradient; the norm's input gradient it reduce-scatters is
+    16-bit. BF16 runs move two bytes an element each way."""
+    from ghsim.workload.ir import Comm
+    from ghsim.workload.lower import lower
+    base = ["system=dgx-h100", "num_gpus=4", "model=llama3-8b", "model.layers=1",
+            "training.seq_len=2048", "training.micro_batch=1", "training.global_batch=1",
+            "parallelism.tp=4", "parallelism.sequence_parallel=true", "parallelism.dp=1",
+            "parallelism.recompute=none", "offload.strategy=none"]
+    full = 2048 * 4096  # the gathered tokens x hidden
+    for precision, gathered in (("fp8", 1), ("bf16", 2)):
+        workload = lower(load_scenario("llama3-8b-gh200",
+                                       [*base, f"training.precision={precision}"]))
+        sizes = {step.name: step.bytes for op in workload.classes[0].ops for step in op.body
+                 if isinstance(step, Comm)}
+        for name in ("ln1.all_gather", "ln2.all_gather", "qkv.wgrad_all_gather",
+                     "mlp_up.wgrad_all_gather"):
+            assert sizes[name] == gathered * full, (precision, name)
+        for name in ("ln1.bwd_reduce_scatter", "ln2.bwd_reduce_scatter", "proj.reduce_scatter"):
+            assert sizes[name] == 2 * full, (precision, name)
 
 
 # -- each new constant moves the prediction the way the hardware would ---------------------------

@@ -95,11 +95,33 @@ def _fp8_cast(name: str, elements: int, s: LayerShapes, tensors: int = 1) -> lis
                    kernels=kernels)]
 
 
-def _tp(name: str, collective: str, s: LayerShapes) -> list[Step]:
+def _tp(name: str, collective: str, s: LayerShapes, element_bytes: float = 0.0) -> list[Step]:
     if s.tp == 1:
         return []
-    size = s.tokens * s.hidden * s.act_bytes
+    size = s.tokens * s.hidden * (element_bytes or s.act_bytes)
     return [Comm(name, collective, "tp", size, s.tp)]  # type: ignore[arg-type]
+
+
+def _fused_norm_fp8(s: LayerShapes) -> bool:
+    """Whether a norm feeding a column-parallel GEMM writes FP8: under FP8 Transformer Engine's
+    LayerNormLinear (Megatron-Core's TELayerNormColumnParallelLinear, the QKV and dense MLP-up
+    projections) quantizes in the norm kernel and all-gathers the FP8 tensor, one byte an
+    element (NVIDIA/TransformerEngine@v1.8 module/layernorm_linear.py: ``ln_out`` of dtype
+    uint8 handed to ``gather_along_first_dim``; TE 2 gathers with the input quantizer), and
+    the backward pass re-gathers that FP8 output for the weight gradient. A norm run as
+    PyTorch ops (``training.eager_ops``) writes 16 bits."""
+    return s.fp8 and "norm" not in s.eager
+
+
+def _norm_linear_cast(name: str, elements: int, s: LayerShapes) -> list[Step]:
+    """The FP8 work of a GEMM whose norm Transformer Engine fuses with it: under delayed
+    scaling the norm wrote the row-wise FP8 already, so what is left is the transposed copy
+    for the weight gradient (read and write one byte an element, ``fp8_transpose``); current
+    and block scaling quantize the norm's output as any other input."""
+    if _fused_norm_fp8(s) and (s.fp8_recipe or "delayed") == "delayed":
+        return [Kernel(f"{name}.fp8_cast_transpose", 0.0, float(elements * 2), "bf16",
+                       (elements,))]
+    return _fp8_cast(name, elements, s)
 
 
 def _cp_kv(name: str, collective: str, s: LayerShapes) -> list[Step]:
@@ -208,7 +230,8 @@ def _attention_block(s: LayerShapes) -> list[Step]:
     tensor-parallel communication, up to the first residual add."""
     h, sp = s.hidden, s.sequence_parallel
     steps: list[Step] = [_fusable("ln1", "norm", s.sp_tokens * h, s, klass="norm")]
-    steps += _tp("ln1.all_gather", "all_gather", s) if sp else []
+    fp8_gather = 1.0 if _fused_norm_fp8(s) and s.mla is None else 0.0
+    steps += _tp("ln1.all_gather", "all_gather", s, fp8_gather) if sp else []
     steps += _mla(s) if s.mla is not None else _qkv_attention(s)
     steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
         "proj.all_reduce", "all_reduce", s)
@@ -220,7 +243,7 @@ def _attention_block(s: LayerShapes) -> list[Step]:
 def _qkv_attention(s: LayerShapes) -> list[Step]:
     """MHA / GQA: the QKV projection, query/key norms, RoPE, attention, output projection."""
     t, h = s.tokens, s.hidden
-    steps: list[Step] = _fp8_cast("qkv", t * h, s)
+    steps: list[Step] = _norm_linear_cast("qkv", t * h, s)
     steps += [_gemm("qkv", t, s.q_width + 2 * s.kv_width, h, s)]
     if s.qk_norm:  # Qwen3 / Megatron --qk-layernorm: normalized before RoPE
         steps += [_fusable("q_norm", "norm", t * s.q_width, s, klass="norm"),
@@ -234,13 +257,15 @@ def _qkv_attention(s: LayerShapes) -> list[Step]:
     return steps
 
 
-def _mlp_block(s: LayerShapes) -> list[Step]:
-    """The dense MLP, from the second norm's output to the second residual add."""
+def _mlp_block(s: LayerShapes, norm_fused: bool = True) -> list[Step]:
+    """The dense MLP, from the second norm's output to the second residual add (a MoE
+    layer's shared experts: ``norm_fused`` False, their input gathered and cast on its own)."""
     t, h = s.tokens, s.hidden
     up = 2 * s.ffn if s.gated else s.ffn
     sp = s.sequence_parallel
-    steps: list[Step] = _tp("ln2.all_gather", "all_gather", s) if sp else []
-    steps += _fp8_cast("mlp_up", t * h, s)
+    fp8_gather = 1.0 if norm_fused and _fused_norm_fp8(s) else 0.0
+    steps: list[Step] = _tp("ln2.all_gather", "all_gather", s, fp8_gather) if sp else []
+    steps += (_norm_linear_cast if norm_fused else _fp8_cast)("mlp_up", t * h, s)
     steps += [_gemm("mlp_up", t, up, h, s),
               # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
               # and the up halves; gelu, relu, squared_relu and xielu read one input
@@ -328,7 +353,7 @@ def moe_block(s: LayerShapes) -> list[Step]:
     steps += [Kernel("moe.unpermute", 0.0, (slots + t) * h * e, "bf16", (slots * h,))]
     if m.shared_ffn:
         shared = replace(s, ffn=m.shared_ffn)
-        steps += _mlp_block(shared)[:-1]  # its own residual add is the layer's below
+        steps += _mlp_block(shared, norm_fused=False)[:-1]  # the residual add is below
     steps += [_eltwise("residual2", t * h, s, reads=2)]
     return steps
 
@@ -444,8 +469,12 @@ def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
             # the ring passes the K/V chunks again and their gradients back: twice the bytes
             steps.append(replace(step, name="attn.cp_kv_dkv_ring_bwd", bytes=2 * step.bytes))
         else:
+            # the counts are known from the forward; a norm's gradient is 16-bit whatever
+            # its output's width (an FP8 gather's wgrad re-gather keeps the forward's bytes)
             steps += [replace(step, name=name, collective=kind,  # type: ignore[arg-type]
-                              host_sync=False)  # the counts are known from the forward
+                              host_sync=False,
+                              bytes=s.tokens * s.hidden * s.act_bytes
+                              if name.endswith("bwd_reduce_scatter") else step.bytes)
                       for name, kind in _BACKWARD_COMM[step.name]]
     return steps
 
