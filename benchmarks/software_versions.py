@@ -28,6 +28,7 @@ Run ``python benchmarks/software_versions.py`` (about two minutes).
 
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 from pathlib import Path
@@ -72,12 +73,18 @@ ROWS: list[Row] = [
 ]
 
 
+@functools.cache
+def _calibration_steps() -> dict[str, float]:
+    """The calibration points' measured step times by id (read once)."""
+    points = load_validation_points(ROOT / "validation" / "calibration.yaml").points
+    return {p.id: p.measured.step_time_s for p in points}
+
+
 def measured_and_predicted(directory: Path, row: Row) -> tuple[float, float]:
     """One row's measured step time and ghsim's, in seconds."""
     _, point_id, overrides, rate = row
     if rate is None:
-        points = load_validation_points(ROOT / "validation" / "calibration.yaml").points
-        measured = next(p.measured.step_time_s for p in points if p.id == point_id)
+        measured = _calibration_steps()[point_id]
     else:
         tokens, gpus, tokens_per_s = rate
         measured = tokens / (tokens_per_s * gpus)

@@ -95,11 +95,25 @@ def _fp8_cast(name: str, elements: int, s: LayerShapes, tensors: int = 1) -> lis
                    kernels=kernels)]
 
 
+def _tp_bytes(s: LayerShapes, element_bytes: float = 0.0) -> float:
+    """A tensor-parallel collective's message: the layer's tokens x hidden, in 16 bits unless
+    ``element_bytes`` says otherwise."""
+    return s.tokens * s.hidden * (element_bytes or s.act_bytes)
+
+
 def _tp(name: str, collective: str, s: LayerShapes, element_bytes: float = 0.0) -> list[Step]:
     if s.tp == 1:
         return []
-    size = s.tokens * s.hidden * (element_bytes or s.act_bytes)
-    return [Comm(name, collective, "tp", size, s.tp)]  # type: ignore[arg-type]
+    return [Comm(name, collective, "tp", _tp_bytes(s, element_bytes), s.tp)]  # type: ignore[arg-type]
+
+
+def _norm_gather(name: str, s: LayerShapes, fused: bool) -> list[Step]:
+    """The sequence-parallel all-gather of a norm's output into its column-parallel GEMM: one
+    byte an element where the norm is fused with the GEMM and writes FP8 (``fused`` and
+    :func:`_fused_norm_fp8`)."""
+    if not s.sequence_parallel:
+        return []
+    return _tp(name, "all_gather", s, 1.0 if fused and _fused_norm_fp8(s) else 0.0)
 
 
 def _fused_norm_fp8(s: LayerShapes) -> bool:
@@ -230,8 +244,7 @@ def _attention_block(s: LayerShapes) -> list[Step]:
     tensor-parallel communication, up to the first residual add."""
     h, sp = s.hidden, s.sequence_parallel
     steps: list[Step] = [_fusable("ln1", "norm", s.sp_tokens * h, s, klass="norm")]
-    fp8_gather = 1.0 if _fused_norm_fp8(s) and s.mla is None else 0.0
-    steps += _tp("ln1.all_gather", "all_gather", s, fp8_gather) if sp else []
+    steps += _norm_gather("ln1.all_gather", s, fused=s.mla is None)
     steps += _mla(s) if s.mla is not None else _qkv_attention(s)
     steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
         "proj.all_reduce", "all_reduce", s)
@@ -263,8 +276,7 @@ def _mlp_block(s: LayerShapes, norm_fused: bool = True) -> list[Step]:
     t, h = s.tokens, s.hidden
     up = 2 * s.ffn if s.gated else s.ffn
     sp = s.sequence_parallel
-    fp8_gather = 1.0 if norm_fused and _fused_norm_fp8(s) else 0.0
-    steps: list[Step] = _tp("ln2.all_gather", "all_gather", s, fp8_gather) if sp else []
+    steps: list[Step] = _norm_gather("ln2.all_gather", s, fused=norm_fused)
     steps += (_norm_linear_cast if norm_fused else _fp8_cast)("mlp_up", t * h, s)
     steps += [_gemm("mlp_up", t, up, h, s),
               # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
@@ -473,7 +485,7 @@ def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
             # its output's width (an FP8 gather's wgrad re-gather keeps the forward's bytes)
             steps += [replace(step, name=name, collective=kind,  # type: ignore[arg-type]
                               host_sync=False,
-                              bytes=s.tokens * s.hidden * s.act_bytes
+                              bytes=_tp_bytes(s)
                               if name.endswith("bwd_reduce_scatter") else step.bytes)
                       for name, kind in _BACKWARD_COMM[step.name]]
     return steps
