@@ -11,7 +11,8 @@ its default cuDNN attention (``training.attention: flash``):
   8192, TP 1, CP 2, the 24.07 layout) at 13,812 tokens/s/GPU against 24.07's 12,036, and
   Llama-3 70B on 64 GPUs (TP 4, PP 8, VP 5) at 1,621.
 - NVIDIA-NeMo/Megatron-Bridge@067f987df docs/performance-summary-archive.md, DGX-H100 rows,
-  FP8 with per-tensor current scaling (FP8-CS: ``training.fp8_recipe: tensorwise``): Llama-3
+  FP8 with per-tensor current scaling (FP8-CS: ``training.fp8_recipe: tensorwise``) and
+  Transformer Engine's fused cross-entropy (``training.cross_entropy_fusion_impl: te``): Llama-3
   70B (64 GPUs, GBS 128, TP 4, PP 8, VP 5) at 1,619 / 1,602 / 1,621 tokens/s/GPU in the 25.09 /
   25.11 / 26.02 containers; Llama-3.1 405B (1,024 GPUs, TP 8, PP 8, CP 2, VP 8) at 302 / 292
   (GBS 512, 25.09 / 25.11) and 311 (GBS 1536, 26.02). Their 8B rows recompute 5 of 32 layers
@@ -52,7 +53,13 @@ NEW = ["training.attention=flash"]
 L70_2025 = ["parallelism.pp=8", "parallelism.cp=1", "parallelism.dp=2", "parallelism.vp=5"]
 L405 = ["model=llama3.1-405b", "num_gpus=1024", "parallelism.tp=8", "parallelism.pp=8",
         "parallelism.cp=2", "parallelism.dp=8", "parallelism.vp=8"]
-CS = ["training.fp8_recipe=tensorwise"]
+CS = ["training.fp8_recipe=tensorwise", "training.cross_entropy_fusion=true",
+      "training.cross_entropy_fusion_impl=te"]
+"""Megatron-Bridge's performance runs: FP8 current scaling, and Transformer Engine's fused
+cross-entropy (the model providers' cross_entropy_loss_fusion default, v0.2.0
+src/megatron/bridge/models/gpt_provider.py; cross_entropy_fusion_impl "te" in the performance
+scripts, @fa0315ae2 scripts/performance/configs/llama3/llama3_70b_llm_pretrain.yaml and v0.2.0
+scripts/performance/utils/helpers.py)."""
 ROWS: list[Row] = [
     ("Llama-3 8B, NeMo 24.07 (FA2)", "nemo24.07_llama3-8b_h100_8", [], None),
     ("Llama-3 8B, 2025 (same layout)", "nemo24.07_llama3-8b_h100_8", NEW,

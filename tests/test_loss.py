@@ -7,6 +7,7 @@ import pytest
 
 from ghsim import simulate
 from ghsim.config import load_scenario
+from ghsim.errors import InputError
 from ghsim.workload.ir import Kernel
 from ghsim.workload.lower import lower
 
@@ -39,6 +40,31 @@ def test_loss_moves_the_bytes_megatrons_passes_move(precision: str, fusion: bool
                             f"training.cross_entropy_fusion={str(fusion).lower()}")
     assert kernels["loss"].bytes == TOKENS * VOCAB * forward
     assert kernels["loss.bwd"].bytes == TOKENS * VOCAB * backward
+
+
+@pytest.mark.parametrize(("precision", "forward", "backward"), [
+    # Transformer Engine's Triton kernels: online softmax reads 2, the loss kernel reads 2 and
+    # writes the gradient in place 2 | the backward scales it in place 2 + 2
+    ("bf16", 2 + 2 + 2, 2 + 2),
+    ("fp32", 4 + 4 + 4, 4 + 4),
+])
+def test_transformer_engines_fused_loss_moves_the_logits_three_times_and_twice_back(
+        precision: str, forward: int, backward: int) -> None:
+    kernels = _loss_kernels(f"training.precision={precision}", "training.cross_entropy_fusion=true",
+                            "training.cross_entropy_fusion_impl=te")
+    assert kernels["loss"].bytes == TOKENS * VOCAB * forward
+    assert kernels["loss.bwd"].bytes == TOKENS * VOCAB * backward
+
+
+def test_transformer_engines_loss_is_the_cheapest_and_needs_the_fusion() -> None:
+    def step(*extra: str) -> float:
+        return simulate(load_scenario("llama3-8b-gh200", [*BASE, *extra])).step_time_s
+
+    native = step("training.cross_entropy_fusion=true")
+    assert step("training.cross_entropy_fusion=true",
+                "training.cross_entropy_fusion_impl=te") < native
+    with pytest.raises(InputError, match="needs cross_entropy_fusion true"):
+        load_scenario("llama3-8b-gh200", [*BASE, "training.cross_entropy_fusion_impl=te"])
 
 
 def test_fusing_the_loss_shortens_the_step_and_a_larger_vocabulary_lengthens_it() -> None:

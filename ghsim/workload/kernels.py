@@ -527,10 +527,16 @@ def _loss(s: LayerShapes, backward: bool) -> Kernel:
     (read and write 4) and casts it back for the output layer's GEMMs (read 4, write 2). The
     fused version (--cross-entropy-loss-fusion, megatron/core/fusions/fused_cross_entropy.py
     as of early 2025, swiss-ai/Megatron-LM@415da45c) takes the maximum in the upcast's pass
-    and the shift in the exponential's, and scales and casts the gradient in one pass. Plain
-    streaming passes: costed at the stream rate."""
+    and the shift in the exponential's, and scales and casts the gradient in one pass.
+    Transformer Engine's fused version (``cross_entropy_impl`` te, TE v2.9
+    transformer_engine/pytorch/triton/cross_entropy.py) never leaves the logits' width: an
+    online-softmax pass reads them, a second reads them again and writes the gradient in
+    their place, and the backward pass scales it in place (read and write). Plain streaming
+    passes: costed at the stream rate."""
     upcast = s.act_bytes + 4 if s.act_bytes != 4 else 0  # fp32 logits are not copied
-    if backward:
+    if s.cross_entropy_fusion and s.cross_entropy_impl == "te":
+        per_logit = (2 if backward else 3) * s.act_bytes
+    elif backward:
         per_logit = (upcast or 8) if s.cross_entropy_fusion else upcast + 8
     elif s.cross_entropy_fusion:
         per_logit = (upcast or 4) + 8 + 4 + 8  # upcast + max, exp(x - max), sum, divide

@@ -128,6 +128,9 @@ class LayerShapes:
     """Per-head norms on the queries and keys (two norm kernels after the QKV projection)."""
     cross_entropy_fusion: bool
     """Megatron's fused cross-entropy (``TrainingSpec.cross_entropy_fusion``)."""
+    cross_entropy_impl: str
+    """Its kernels, Megatron-Core's or Transformer Engine's
+    (``TrainingSpec.cross_entropy_fusion_impl``)."""
     attention_work: float
     """Executed attention work relative to a causal mask over the whole sequence (document
     masking: ``TrainingSpec.attention_work_fraction``)."""
@@ -209,6 +212,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         rotary=model.position_embedding == "rope",
         qk_norm=model.qk_norm,
         cross_entropy_fusion=training.cross_entropy_fusion,
+        cross_entropy_impl=training.cross_entropy_fusion_impl,
         eager=eager_ops(spec),
         attention_work=training.attention_work_fraction,
         moe=moe_shapes(spec, layout),

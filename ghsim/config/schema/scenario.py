@@ -104,6 +104,17 @@ class TrainingSpec(Spec):
         "moved a logit in the forward pass of a 16-bit model and 6 instead of 14 in the "
         "backward pass. Default off, as in Megatron.",
     )
+    cross_entropy_fusion_impl: Literal["native", "te"] = Field(
+        default="native", description="Megatron --cross-entropy-fusion-impl, the fused "
+        "cross-entropy's kernels (with cross_entropy_fusion only). native: Megatron-Core's "
+        "fused passes (see cross_entropy_fusion). te: Transformer Engine's Triton kernels "
+        "(transformer_engine/pytorch/triton/cross_entropy.py, TE v2.9): an online-softmax pass "
+        "reads the logits, a second reads them again and writes the gradient in their place, "
+        "and the backward pass scales it in place: 3 and 2 activation-widths moved a logit "
+        "(6 and 4 bytes for 16-bit logits). Megatron-Bridge's performance scripts set it "
+        "(NVIDIA-NeMo/Megatron-Bridge@fa0315ae2 scripts/performance/configs/*/*.yaml, v0.2.0 "
+        "scripts/performance/utils/helpers.py).",
+    )
     eager_ops: list[Literal["norm", "rope", "activation"]] = Field(
         default_factory=list, description="Ops the framework runs as a sequence of separate "
         "PyTorch kernels instead of one fused kernel, as Hugging Face Transformers' modeling "
@@ -165,6 +176,10 @@ class TrainingSpec(Spec):
                                  f"end; give at most seq_len")
         elif self.mean_document_tokens is not None:
             raise ValueError("mean_document_tokens is only used with attention_mask 'document'")
+        if self.cross_entropy_fusion_impl != "native" and not self.cross_entropy_fusion:
+            raise ValueError(f"cross_entropy_fusion_impl {self.cross_entropy_fusion_impl!r} "
+                             f"chooses the fused cross-entropy's kernels: it needs "
+                             f"cross_entropy_fusion true")
         return self
 
     @property
