@@ -21,16 +21,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from moe_layouts import base_file  # noqa: E402
 
 from ghsim.config import load_scenario  # noqa: E402
 from ghsim.engine.simulate import simulate  # noqa: E402
 
 BASE = "mbridge_25.09_qwen3_30b_a3b_h100_16_tokendrop"
-CARD = ["parallelism.pp=1", "parallelism.vp=null", "parallelism.ep=16", "parallelism.dp=16",
+CARD = ["model.moe.capacity_factor=null",
+        "parallelism.pp=1", "parallelism.vp=null", "parallelism.ep=16", "parallelism.dp=16",
         "training.micro_batch=1", "training.global_batch=1024", "training.precision=bf16",
         "training.fp8_recipe=null", "parallelism.moe_dispatcher=deepep"]
 """The card's layout and batch over the base point (dropless: its capacity factor removed)."""
@@ -42,20 +44,9 @@ ROWS: dict[str, tuple[float, list[str]]] = {
 }
 
 
-def base_file(directory: Path) -> Path:
-    """The base point as a dropless scenario file in ``directory``."""
-    points = yaml.safe_load((ROOT / "validation" / "moe.yaml").read_text())["points"]
-    scenario = next(p for p in points if p["id"] == BASE)["scenario"]
-    scenario["model"]["moe"].pop("capacity_factor", None)
-    path = directory / f"{BASE}.yaml"
-    path.write_text(yaml.safe_dump({"schema_version": 1, "kind": "scenario", **scenario},
-                                   sort_keys=False))
-    return path
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        base = base_file(Path(tmp))
+        base = base_file(Path(tmp), BASE)
         print(f"{'run':48s} {'measured':>9s} {'ghsim':>7s} {'error':>7s}")
         for name, (measured, overrides) in ROWS.items():
             predicted = simulate(load_scenario(base, overrides)).step_time_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ghsim.config.layout import Layout
 from ghsim.config.schema import ScenarioSpec
@@ -128,7 +129,7 @@ class LayerShapes:
     """Per-head norms on the queries and keys (two norm kernels after the QKV projection)."""
     cross_entropy_fusion: bool
     """Megatron's fused cross-entropy (``TrainingSpec.cross_entropy_fusion``)."""
-    cross_entropy_impl: str
+    cross_entropy_impl: Literal["native", "te"]
     """Its kernels, Megatron-Core's or Transformer Engine's
     (``TrainingSpec.cross_entropy_fusion_impl``)."""
     attention_work: float
