@@ -64,7 +64,7 @@ def _pairs(body: tuple[Step, ...], tp_group: str, ep: bool = False) -> dict[int,
                 taken.add(chosen)
             continue
         tp = step.group == tp_group and step.collective in OVERLAPPED
-        moe = ep and step.group == "ep"
+        moe = ep and step.group == "ep" and step.collective == "all_to_all"
         if not (tp or moe):
             continue
         chosen = None

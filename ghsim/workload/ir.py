@@ -56,6 +56,9 @@ class Kernel:
     eager: str | None = None
     """The op (``norm``, ``rope``, ``activation``) this step runs as separate PyTorch kernels
     (``training.eager_ops``); its backward is that op's autograd kernels."""
+    backward_kernels: int = 0
+    """Kernels its backward launches, where not as many as its forward (0); its backward's
+    bytes scale with them (a MoE router's chain of small kernels)."""
 
     @property
     def launches(self) -> int:

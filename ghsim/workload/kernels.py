@@ -335,16 +335,31 @@ def moe_block(s: LayerShapes) -> list[Step]:
     like the attention (its sequence-parallel gather and scatter included). The dispatch
     waits for the host (``Comm.host_sync``), which must read the token counts before it can
     issue the dispatch and the expert GEMMs (with a capacity factor Megatron reads them a
-    little earlier, before the permutation: the same one wait a layer)."""
+    little earlier, before the permutation: the same one wait a layer). Between the router
+    GEMM and the permutation run the routing's and the dispatcher's chains of small kernels
+    (:mod:`ghsim.workload.routing`), the balancing loss's all-reduce of its token counts over
+    tensor-parallel ranks, and the all-to-all dispatcher's all-gather of every rank's tokens
+    per expert."""
     assert s.moe is not None
     m = s.moe
     t, h, e = s.sp_tokens, s.hidden, s.act_bytes
     slots = t * m.top_k
+    routing, dispatch = m.routing, m.dispatch
     steps: list[Step] = [
         _gemm("router", t, m.experts, h, replace(s, gemm_dtype="bf16", weight_bytes=e)),
-        Kernel("router.topk", 0.0, t * m.experts * 4 * 2, "fp32", (t, m.experts)),
-        _eltwise("moe.permute", slots * h, s),
+        # about one fp32 pass over the tokens' expert scores a kernel
+        Kernel("router.routing", 0.0, routing.forward * t * m.experts * 4, "fp32",
+               (t, m.experts), kernels=routing.forward, backward_kernels=routing.backward),
     ]
+    if m.balancing_loss and s.tp > 1:  # the loss's tokens per expert, over the whole sequence
+        steps += [Comm("router.aux_all_reduce", "all_reduce", "tp", m.experts * 8, s.tp)]
+    if m.alltoall and m.ep > 1:  # every rank's tokens per expert, for the split sizes
+        steps += [Comm("moe.counts_all_gather", "all_gather", "ep", m.ep * m.experts * 8, m.ep)]
+    if dispatch.forward:  # about one pass over a boolean routing map a kernel
+        steps += [Kernel("moe.preprocess", 0.0, dispatch.forward * t * m.experts, "int64",
+                         (t, m.experts), kernels=dispatch.forward,
+                         backward_kernels=dispatch.backward)]
+    steps += [_eltwise("moe.permute", slots * h, s)]
     # the host reads the per-expert token counts before the dispatch (Comm.host_sync)
     steps += _ep("moe.dispatch", "all_to_all", slots * h * e, "ep", m.ep, m.dedup,
                  host_sync=True)
@@ -400,6 +415,10 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
         forward, _, backward, kernels = _EAGER[kernel.eager]
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=kernel.bytes * backward / forward,
                         kernels=kernels)]
+    if kernel.backward_kernels:
+        scale = kernel.backward_kernels / kernel.kernels
+        return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes * scale,
+                        kernels=kernel.backward_kernels, backward_kernels=0)]
     return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes)]
 
 
@@ -414,6 +433,8 @@ _BACKWARD_COMM = {  # forward collective -> what its backward runs
     "moe.combine": [("moe.combine_bwd", "all_to_all")],
     "moe.etp_all_gather": [("moe.etp_all_gather_bwd", "reduce_scatter")],
     "moe.etp_reduce_scatter": [("moe.etp_reduce_scatter_bwd", "all_gather")],
+    "router.aux_all_reduce": [],  # the loss's gradient needs no token counts
+    "moe.counts_all_gather": [],  # the backward reuses the forward's split sizes
 }
 _NO_SP_BACKWARD = {"proj.all_reduce": "ln1.bwd_all_reduce", "mlp.all_reduce": "ln2.bwd_all_reduce"}
 

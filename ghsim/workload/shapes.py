@@ -9,6 +9,7 @@ from ghsim.config.layout import Layout
 from ghsim.config.schema import ScenarioSpec
 from ghsim.workload.ir import NO_DEDUP
 from ghsim.workload.modelsize import mla_dims
+from ghsim.workload.routing import Launches, dispatch_kernels, routing_kernels
 from ghsim.workload.states import GRAD_BYTES
 
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
@@ -37,6 +38,15 @@ class MoeShapes:
     imbalance: float
     """Token copies the busiest expert rank receives over the mean (1: balanced routing),
     capped by the capacity factor when tokens are dropped."""
+    routing: Launches
+    """Kernels of the routing after the router GEMM (:func:`routing_kernels`)."""
+    dispatch: Launches
+    """Kernels of the dispatcher's bookkeeping (:func:`dispatch_kernels`)."""
+    alltoall: bool
+    """Megatron's all-to-all token dispatcher (False: DeepEP's)."""
+    balancing_loss: bool
+    """The router computes a load-balancing loss (whose token counts tensor parallelism
+    all-reduces)."""
     dedup: tuple[int, int, int] = NO_DEDUP
     """The all-to-alls' deduplication (``Comm.dedup``) with the deepep dispatcher: (top_k,
     router groups, groups a token may pick)."""
@@ -56,10 +66,18 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
     dedup = NO_DEDUP
     if spec.parallelism.moe_dispatcher == "deepep":
         dedup = (moe.top_k, moe.router_groups or 1, moe.router_topk_groups or 1)
+    routing = routing_kernels(moe.router, moe.router_groups is not None, moe.load_balancing,
+                              moe.expert_bias, moe.routing == "balanced",
+                              spec.training.moe_router_fusion)
+    local = moe.experts // layout.ep
     return MoeShapes(
-        experts=moe.experts, local_experts=moe.experts // layout.ep, top_k=moe.top_k,
+        experts=moe.experts, local_experts=local, top_k=moe.top_k,
         expert_ffn=moe.expert_ffn_hidden // layout.etp, shared_ffn=shared // layout.tp,
         ep=layout.ep, etp=layout.etp, imbalance=imbalance, dedup=dedup, bias=spec.model.bias,
+        routing=routing,
+        dispatch=dispatch_kernels(spec.parallelism.moe_dispatcher, layout.ep, local),
+        alltoall=spec.parallelism.moe_dispatcher == "alltoall",
+        balancing_loss=moe.load_balancing != "none",
     )
 
 

@@ -91,6 +91,19 @@ class MoeSpec(Spec):
         default=None, description="Groups each token may route into (Megatron "
         "--moe-router-group-topk, DeepSeek topk_group / n_limited_groups); needs router_groups.",
     )
+    load_balancing: Literal["aux_loss", "seq_aux_loss", "global_aux_loss", "none"] = Field(
+        default="aux_loss", description="The router's load-balancing loss (Megatron "
+        "--moe-router-load-balancing-type, default aux_loss): its scores, token counts and "
+        "sums run as small kernels in every MoE layer (ghsim.workload.routing), and with tp > "
+        "1 its token counts are all-reduced over the tensor-parallel group. none: no loss "
+        "(GPT-OSS on Megatron-Bridge).",
+    )
+    expert_bias: bool = Field(
+        default=False, description="Auxiliary-loss-free balancing (Megatron "
+        "--moe-router-enable-expert-bias, DeepSeek-V3): a per-expert bias added to the "
+        "scores for the top-k choice, and each layer counting its tokens per expert for the "
+        "bias's update.",
+    )
     routing: Literal["balanced", "measured"] = Field(
         default="balanced", description="balanced: every expert receives the same number of "
         "tokens (Megatron --moe-router-force-load-balancing, as NVIDIA's MoE benchmarks run); "

@@ -115,6 +115,13 @@ class TrainingSpec(Spec):
         "(NVIDIA-NeMo/Megatron-Bridge@fa0315ae2 scripts/performance/configs/*/*.yaml, v0.2.0 "
         "scripts/performance/utils/helpers.py).",
     )
+    moe_router_fusion: bool = Field(
+        default=False, description="Megatron --moe-router-fusion (Megatron-Core 0.14 and "
+        "later; Megatron-Bridge's performance scripts set it): the router's top-k and score "
+        "function, and its auxiliary loss's scores and loss, as Transformer Engine's fused "
+        "kernels (one each, forward and backward) instead of about 20-50 small PyTorch "
+        "kernels (ghsim.workload.routing). MoE models only; off by default, as in Megatron.",
+    )
     eager_ops: list[Literal["norm", "rope", "activation"]] = Field(
         default_factory=list, description="Ops the framework runs as a sequence of separate "
         "PyTorch kernels instead of one fused kernel, as Hugging Face Transformers' modeling "
