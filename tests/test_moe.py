@@ -17,6 +17,7 @@ from ghsim.config.api import load_hardware
 from ghsim.costmodel.gpu import gpu_cost_model
 from ghsim.engine.simulate import simulate
 from ghsim.fabric.traffic import _deduplicated, _domains_reached
+from ghsim.workload.activations import layer_activation_bytes
 from ghsim.workload.ir import Comm, Kernel
 from ghsim.workload.kernels import grouped_gemm
 from ghsim.workload.lower import _chunks, lower
@@ -399,6 +400,42 @@ def test_expert_biases_cost_megatrons_unfused_add_by_hand() -> None:
     copies = 1024 * TOP_K
     assert bias.bytes == 12.0 * copies * H and bias.kernels == 2 * 4 + 1
     assert "experts.bias" not in moe_kernels()
+
+
+CLAMPED = ("model.activation_clamp=7.0", "training.eager_ops=[clamp]")
+
+
+def test_clamps_run_eagerly_cost_their_pytorch_kernels_by_hand() -> None:
+    """GPT-OSS's clamped activation as Megatron-Core 0.15 runs it: the up-projection's output
+    (1024 tokens x top-4 copies x 2 x 512 wide) clamped half by half and concatenated, 8 bytes
+    an element in 3 kernels; backward clamp_backward's masks and wheres (8 bytes an element
+    of the gate's half, 14 of the linear half's) and the concatenation of the halves'
+    gradients (8 bytes per pair): 15 an element in 7 kernels. Fused, the clamps are free."""
+    steps = _moe_steps("parallelism.ep=4", *CLAMPED)
+    elements = 1024 * TOP_K * 2 * EFFN
+    forward, backward = steps["experts.act_clamp"], steps["experts.act_clamp.bwd"]
+    assert isinstance(forward, Kernel) and isinstance(backward, Kernel)
+    assert (forward.bytes, forward.kernels) == (8.0 * elements, 3)
+    assert (backward.bytes, backward.kernels) == (15.0 * elements, 7)
+    assert "experts.act_clamp" not in _moe_steps("parallelism.ep=4", CLAMPED[0])
+
+
+def test_eager_clamps_keep_their_output_unless_the_activation_is_recomputed() -> None:
+    """The fused activation saves the clamps' concatenated output beside the up-projection's
+    output the clamps saved: one more 2 x 512-wide 16-bit tensor a token copy, unless
+    --recompute-modules moe_act redoes the clamps with the activation."""
+    def saved(*extra: str) -> float:
+        return layer_activation_bytes(_moe_shapes(*extra), moe=True)
+    copies = 1024 * TOP_K
+    assert saved(*CLAMPED) - saved() == copies * 2 * EFFN * 2
+    act = ("parallelism.recompute=selective", "parallelism.recompute_modules=[moe_act]")
+    assert saved(*CLAMPED, *act) == saved(*act)
+
+
+def test_a_clamp_without_experts_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "llama3-8b-gh200", "--set", "model.activation_clamp=7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "activation_clamp" in err[0]
 
 
 def test_a_longer_grouped_gemm_gap_slows_moe_and_leaves_dense_models_alone() -> None:

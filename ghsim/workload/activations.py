@@ -62,7 +62,8 @@ def layer_activation_bytes(s: LayerShapes, moe: bool = False) -> float:
 def _moe_bytes(s: LayerShapes) -> float:
     """A MoE block's saved tensors: the norm's input and the router's scores for its tokens,
     the permuted token copies (the experts' up-projection input), and per received token the
-    activation function's and the down projection's inputs; a shared expert's as a dense MLP."""
+    activation function's and the down projection's inputs (and, with clamped halves, the
+    clamps' output the activation keeps); a shared expert's as a dense MLP."""
     assert s.moe is not None
     m, e, h, t = s.moe, s.act_bytes, s.hidden, s.sp_tokens
     g = s.saved_gemm_input_bytes  # the experts' GEMM inputs (FP8 under FP8)
@@ -71,8 +72,10 @@ def _moe_bytes(s: LayerShapes) -> float:
     if s.recomputes("moe"):  # the whole block is redone from its input
         return float(t * h * e)
     down_input = 0.0 if s.recomputes("moe_act") else m.expert_ffn * g
+    # clamped halves: the activation keeps their concatenation beside the clamps' input
+    clamped = up * e if m.clamp and not s.recomputes("moe_act") else 0.0
     routed = (t * h * e + t * m.experts * 4 + received * h * g
-              + received * (up * e + down_input))
+              + received * (up * e + clamped + down_input))
     shared = 0.0
     if m.shared_ffn:
         shared_up = 2 * m.shared_ffn if s.gated else m.shared_ffn

@@ -50,6 +50,7 @@ _EAGER: dict[str, tuple[float, int, float, int]] = {
     "norm": (36.0, 5, 88.0, 10),
     "rope": (20.0, 5, 20.0, 5),
     "activation": (10.0, 2, 18.0, 3),
+    "clamp": (8.0, 3, 15.0, 7),
 }
 """An op run as separate PyTorch kernels (``training.eager_ops``; Hugging Face Transformers'
 modeling code, huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py): bytes moved
@@ -60,7 +61,12 @@ downcast, scale and its reduction, square, the two gradients' sum, upcast). RoPE
 ``q * cos + rotate_half(q) * sin`` negates half (1 + 1), concatenates (2 + 2), multiplies
 twice and adds (4 + 4 + 6); backward the products by sin and cos, the negation, the slices'
 copy and the sum. The gated MLP's ``act(gate) * up``: SiLU (2 + 2 per element of the
-up-projection's half) and the product (4 + 2); backward both products and SiLU's gradient."""
+up-projection's half) and the product (4 + 2); backward both products and SiLU's gradient.
+A clamped gated activation's clamps (``model.activation_clamp``, Megatron-Core 0.15's
+``weighted_bias_quick_geglu_impl``): each half clamped (2 + 2) and the halves concatenated
+(2 + 2); backward PyTorch's ``clamp_backward``, a mask and a ``where`` for the gate's upper
+bound (3 + 5 per element of its half), two masks, their ``and`` and a ``where`` for the
+linear half's two bounds (3 + 3 + 3 + 5), and the halves' gradients concatenated (2 + 2)."""
 
 _FP8_KERNELS_PER_TENSOR = {"delayed": 1, "tensorwise": 3, "blockwise": 1}
 """Kernels Transformer Engine launches to quantize one tensor (NVIDIA/TransformerEngine@v2.9
@@ -369,8 +375,12 @@ def moe_block(s: LayerShapes) -> list[Step]:
     tokens = per_expert * m.local_experts
     up = 2 * m.expert_ffn if s.gated else m.expert_ffn
     steps += _fp8_cast("experts.up", tokens * h, s, m.local_experts)
-    steps += [_grouped("experts.up", per_expert, up, h, m.local_experts, s),
-              _eltwise("experts.act", tokens * m.expert_ffn, s, reads=2 if s.gated else 1)]
+    steps += [_grouped("experts.up", per_expert, up, h, m.local_experts, s)]
+    if m.clamp:  # PyTorch ops on both halves before the fused activation
+        forward, kernels, _, _ = _EAGER["clamp"]
+        steps += [Kernel("experts.act_clamp", 0.0, tokens * up * forward * e / 2, "bf16",
+                         (tokens * up,), kernels=kernels, eager="clamp")]
+    steps += [_eltwise("experts.act", tokens * m.expert_ffn, s, reads=2 if s.gated else 1)]
     steps += _fp8_cast("experts.down", tokens * m.expert_ffn, s, m.local_experts)
     steps += [_grouped("experts.down", per_expert, h, m.expert_ffn, m.local_experts, s)]
     if m.bias:
@@ -445,7 +455,7 @@ def _as_recompute(kernel: Kernel) -> Kernel:
 
 _MODULE_STEPS: dict[str, tuple[str, ...]] = {
     "layernorm": ("ln1", "ln2"),
-    "moe_act": ("experts.act",),
+    "moe_act": ("experts.act_clamp", "experts.act"),
     "mla_up_proj": ("q_up", "kv_up", "rope"),
 }
 """Selective recompute: the forward steps (by name, with their FP8 casts) each module redoes;

@@ -52,6 +52,9 @@ class MoeShapes:
     router groups, groups a token may pick)."""
     bias: bool = False
     """The experts' linear layers carry biases (``model.bias``)."""
+    clamp: bool = False
+    """The experts' gated activation clamps its halves with separate PyTorch kernels first
+    (``model.activation_clamp`` with ``training.eager_ops`` clamp)."""
 
 
 def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
@@ -77,6 +80,7 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
         routing=routing,
         dispatch=dispatch_kernels(spec.parallelism.moe_dispatcher, layout.ep, local),
         alltoall=spec.parallelism.moe_dispatcher == "alltoall",
+        clamp="clamp" in eager_ops(spec),
         balancing_loss=moe.load_balancing != "none",
     )
 
@@ -197,6 +201,8 @@ def eager_ops(spec: ScenarioSpec) -> frozenset[str]:
         ops.discard("norm")
     if not spec.model.gated_mlp:
         ops.discard("activation")
+    if spec.model.activation_clamp is None:
+        ops.discard("clamp")
     return frozenset(ops)
 
 

@@ -246,6 +246,13 @@ class ModelSpec(DocumentSpec):
         "arXiv:2411.13010, with two learned scalars per layer). Each is one fused element-wise "
         "kernel reading its input and writing its output.",
     )
+    activation_clamp: PositiveFloat | None = Field(
+        default=None, description="A gated activation whose halves are clamped first (GPT-OSS's "
+        "SwiGLU limit, 7.0: the gate at most the limit, the linear half within plus or minus "
+        "it; Megatron --activation-func-clamp-value). Free inside a fused activation kernel; "
+        "a framework that clamps with separate PyTorch ops says so with training.eager_ops "
+        "[clamp]. Needs gated_mlp and moe.",
+    )
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     position_embedding: Literal["learned", "rope", "none"] = "rope"
     max_position_embeddings: PositiveInt | None = None
@@ -305,6 +312,9 @@ class ModelSpec(DocumentSpec):
             raise ValueError(
                 f"hidden ({self.hidden}) is not a multiple of heads ({self.heads}); give head_dim"
             )
+        if self.activation_clamp is not None and not (self.gated_mlp and self.moe):
+            raise ValueError("activation_clamp clamps the halves of the experts' gated "
+                             "activation: it needs gated_mlp true and a moe section")
         if self.activation is not None and (self.activation in _GATED) != self.gated_mlp:
             raise ValueError(
                 f"activation {self.activation!r} contradicts gated_mlp: {self.gated_mlp}"

@@ -122,7 +122,7 @@ class TrainingSpec(Spec):
         "kernels (one each, forward and backward) instead of about 20-50 small PyTorch "
         "kernels (ghsim.workload.routing). MoE models only; off by default, as in Megatron.",
     )
-    eager_ops: list[Literal["norm", "rope", "activation"]] = Field(
+    eager_ops: list[Literal["norm", "rope", "activation", "clamp"]] = Field(
         default_factory=list, description="Ops the framework runs as a sequence of separate "
         "PyTorch kernels instead of one fused kernel, as Hugging Face Transformers' modeling "
         "code does (huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py): norm, "
@@ -131,9 +131,14 @@ class TrainingSpec(Spec):
         "either way); rope, rotate_half's negate and concatenate with two products and a sum "
         "(20 bytes forward in 5 kernels, 20 backward in 5); activation, the gated MLP's SiLU "
         "and product (10 bytes an element of the up-projection forward in 2 kernels, 18 "
-        "backward in 3). Byte counts are for 16-bit activations, traced by hand from the "
-        "autograd graph. Empty (default): fused, as Megatron-Core and Transformer Engine run "
-        "them.",
+        "backward in 3); clamp, a clamped activation's clamps (model.activation_clamp) before "
+        "the fused activation, as Megatron-Core 0.15's experts run them (megatron/core/fusions/"
+        "fused_bias_geglu.py weighted_bias_quick_geglu_impl: two clamps and a concatenation, 8 "
+        "bytes an element of the up-projection forward in 3 kernels; clamp_backward's masks and "
+        "wheres and the halves' concatenation, 15 backward in 7). Byte counts are for 16-bit "
+        "activations, traced by hand from the autograd graph. Empty (default): fused, as "
+        "Megatron-Core and Transformer Engine run the others (and as torch.compile fuses "
+        "NeMo Automodel's clamps).",
     )
     fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: Transformer Engine's scaling recipe. "
