@@ -17,8 +17,8 @@ def test_moe_points_all_simulate_within_a_regression_bound() -> None:
     at tp 4 / ep 8): it was 15.7 % while the Megatron-Bridge runs' loss was costed as
     Megatron's unfused cross-entropy, 52 bytes a logit where Transformer Engine's fused one,
     which those runs used, moves 10, then 17.6 % before the router's small kernels and
-    GPT-OSS's eager clamps were costed. This bound only guards against regressions until the mechanisms that close the
-    gap land."""
+    GPT-OSS's eager clamps were costed. This bound only guards against regressions until the
+    mechanisms that close the gap land."""
     outcomes = validate_file(ROOT / "validation" / "moe.yaml", workers=CORES)
     summary = summarize(outcomes)
     assert not [o.failed for o in outcomes if o.failed]
