@@ -23,8 +23,10 @@ forward iteration as an example") counts 72 kernels from the router GEMM through
 all-to-all preprocessing, 31 with the router fusion and 17 with DeepEP; the same scope
 counted here gives 73, 33 and 17 (the fusion removes 40 against its 41). Not counted: the
 router GEMM backward's four dtype casts with an fp32 router, the scaling by
-``--moe-router-topk-scaling-factor`` (one kernel), and older Megatron-Core releases'
-slightly different chains (core_r0.12.0: 20 forward kernels where 0.14 has 27).
+``--moe-router-topk-scaling-factor`` (one kernel), a capacity factor's top-k of each
+expert's tokens and its masks (token dropping), the all-gather of the token counts spanning
+tp x ep ranks rather than ep alone, and older Megatron-Core releases' slightly different
+chains (core_r0.12.0: 20 forward kernels where 0.14 has 27).
 """
 
 from __future__ import annotations
