@@ -14,13 +14,15 @@ once per layer pass shows there as a constant. The commit that added the table
 (examples/qwen3/run_235b.sh: all with forced load balancing) and its container
 (dockers/Dockerfile: Transformer Engine release_v2.2 on NGC PyTorch 25.02), so every row is
 costed with TE 2.2's grouped GEMM (``training.grouped_gemm_gap_us`` 7.07, inherited from the
-base point). The two ``main(1e057005)`` rows at micro-batch 1 still miss by 3.6-4.0 ms a pass,
+base point). The two ``main(1e057005)`` rows at micro-batch 1 still miss by 3.5-4.0 ms a pass,
 the ``moe_dev`` rows by under 1 ms. That commit is Megatron-LM of 2025-05-24: it has no
 ``moe_router_fusion`` (Transformer Engine's fused router came with TE PR #1883, 2025-07-11),
 so its router runs as the chain of small kernels ghsim.workload.routing counts (29 forward,
-10 backward), and TE 2.2 permutes tokens with a kernel that loops over every expert for
-each token (TE PR #1927, 2025-07-14, rewrote it, "up to a 10x unit speedup" for
-DeepSeek-V3's shapes by Megatron-LM's DeepSeek-V3 GB200 guide; release_v2.2
+10 backward), and none of the rows' commands enables Megatron's experimental features, so
+DeepEP's routing map is built by PyTorch ops that wait for the GPU three times a layer
+(``training.deepep_fused_multihot`` false); TE 2.2 permutes tokens with a kernel that
+loops over every expert for each token (TE PR #1927, 2025-07-14, rewrote it, "up to a 10x
+unit speedup" for DeepSeek-V3's shapes by Megatron-LM's DeepSeek-V3 GB200 guide; release_v2.2
 transformer_engine/pytorch/triton/permutation.py: one program per token loads the routing
 map of every expert, for each chunk of the hidden size). That loop is not costed: no
 measured time of the old kernel was found.

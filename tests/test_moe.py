@@ -645,6 +645,66 @@ def test_the_dispatch_sync_costs_a_slow_host_time(monkeypatch: pytest.MonkeyPatc
     assert synced.breakdown_s["cpu"] > free.breakdown_s["cpu"]
 
 
+def test_a_kernel_that_needs_a_size_from_the_gpu_cuts_the_body_too() -> None:
+    """A step whose ops wait for an output size (``Kernel.host_syncs``, DeepEP's unfused
+    boolean indexing) cuts the body where a syncing collective does, and the segments stop
+    there so the host can wait."""
+    from ghsim.engine.body import Segment, segments
+    from ghsim.engine.simulator import KernelIssue
+    k = Kernel("k", 1.0, 1.0, "bf16", (8, 8, 8), "gemm")
+    waits = Kernel("moe.multihot", 0.0, 8.0, "int64", (1,), kernels=17, host_syncs=3)
+    body = (k, waits, k)
+    assert KernelIssue(kernel_s=10e-6).parts(body) == ((k,), (waits, k))
+    assert segments(body, lambda kernel: 1.0, overlap=False) == (
+        Segment(1.0), Segment(0.0, syncs=3), Segment(2.0))
+
+
+def test_each_further_wait_in_a_row_holds_the_gpu_one_more_framework_call_by_hand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three waits in a row where there was one: after the GPU drains, the host issues the
+    op that needs the next size and waits again, twice more, so each MoE layer's forward
+    idles the GPU 2 x 13.5 us longer (the Xeon's framework call): 4 layers, one
+    micro-batch, 108 us on the step."""
+    import ghsim.workload.shapes as shapes
+    from ghsim.workload.routing import Launches, Multihot
+    base = _scenario(8, "parallelism.ep=8", "parallelism.moe_dispatcher=deepep")
+    steps = []
+    for waits in (1, 3):
+        monkeypatch.setattr(shapes, "deepep_multihot",
+                            lambda fused, waits=waits: Multihot(Launches(17, 5), waits, 1))
+        steps.append(simulate(load_scenario("llama3-8b-gh200", base)).step_time_s)
+    assert steps[1] - steps[0] == pytest.approx(2 * 13.5e-6 * LAYERS, rel=1e-6)
+
+
+@pytest.mark.parametrize(("fused", "launches", "syncs"), [
+    (True, (1, 2), (0, 0)), (False, (17, 5), (3, 1))])
+def test_deepeps_routing_map_is_one_kernel_fused_and_three_waits_unfused(
+        fused: bool, launches: tuple[int, int], syncs: tuple[int, int]) -> None:
+    """Megatron-Core's DeepEP manager turns the received expert indices into a routing map
+    with fused_indices_to_multihot only with --enable-experimental and permute fusion;
+    otherwise _indices_to_multihot's boolean indexing and repeat_interleave wait for their
+    output sizes on the host, three times forward and once backward."""
+    steps = _moe_steps("parallelism.ep=4", "parallelism.moe_dispatcher=deepep",
+                       f"training.deepep_fused_multihot={str(fused).lower()}")
+    forward, backward = steps["moe.multihot"], steps["moe.multihot.bwd"]
+    assert isinstance(forward, Kernel) and isinstance(backward, Kernel)
+    assert (forward.kernels, backward.kernels) == launches
+    assert (forward.host_syncs, backward.host_syncs) == syncs
+    assert "moe.multihot" not in _moe_steps("parallelism.ep=4")  # the all-to-all dispatcher
+
+
+def test_deepeps_unfused_waits_slow_a_host_bound_step() -> None:
+    """On a host as slow as Grace's per call, each MoE layer's three extra waits leave the GPU
+    idle while the host catches up; the fused kernel does not wait."""
+    base = [*_scenario(8, "parallelism.ep=8", "parallelism.moe_dispatcher=deepep"),
+            "system.node.cpu.cpu.compute.kernel_issue_us=33"]
+    unfused = simulate(load_scenario("llama3-8b-gh200", base))
+    fused = simulate(load_scenario("llama3-8b-gh200",
+                                   [*base, "training.deepep_fused_multihot=true"]))
+    assert unfused.breakdown_s["cpu"] > fused.breakdown_s["cpu"]
+    assert unfused.step_time_s > fused.step_time_s
+
+
 # -- the router's and the dispatcher's small kernels ---------------------------------------------
 
 @pytest.mark.parametrize(("config", "launches"), [
@@ -684,7 +744,7 @@ def _moe_steps(*extra: str) -> dict[str, Kernel | Comm]:
     ((), (29, 10), (15, 3)),  # 2 local experts: the chunk sorts run
     (("training.moe_router_fusion=true",), (9, 8), (15, 3)),
     (("model.moe.load_balancing=none", "training.moe_router_fusion=true"), (3, 2), (15, 3)),
-    (("parallelism.moe_dispatcher=deepep",), (29, 10), (9, 8)),
+    (("parallelism.moe_dispatcher=deepep",), (29, 10), (8, 6)),
     (("parallelism.ep=8",), (29, 10), (10, 1)),  # 2 experts a rank: one local expert
 ])
 def test_a_moe_layer_launches_its_routing_and_dispatch_kernels(

@@ -29,11 +29,14 @@ OVERLAPPED = frozenset({"all_gather", "reduce_scatter"})
 @dataclass(frozen=True, slots=True)
 class Segment:
     """Kernels for ``kernel_s`` seconds, then (if any) ``comm``, beside a GEMM of
-    ``overlap_s`` seconds when the collective is overlapped."""
+    ``overlap_s`` seconds when the collective is overlapped. A segment with ``syncs`` and
+    nothing else marks where the host waits for the GPU before the kernels that follow
+    (``Kernel.host_syncs``)."""
 
     kernel_s: float
     comm: Comm | None = None
     overlap_s: float = 0.0
+    syncs: int = 0
 
 
 def _pairs(body: tuple[Step, ...], tp_group: str, ep: bool = False) -> dict[int, int]:
@@ -97,6 +100,11 @@ def segments(body: tuple[Step, ...], kernel_s: Callable[[Kernel], float],
     pending = 0.0
     for index, step in enumerate(body):
         if isinstance(step, Kernel):
+            if step.host_syncs and index:  # the kernels before it run first
+                if pending:
+                    result.append(Segment(pending))
+                    pending = 0.0
+                result.append(Segment(0.0, syncs=step.host_syncs))
             if index not in paired:
                 pending += kernel_s(step)
             continue

@@ -100,6 +100,13 @@ class _Issue:
     """GPU seconds of the part's kernels."""
 
 
+def _syncs(step: Step) -> int:
+    """Times the host waits for the GPU before issuing ``step``."""
+    if isinstance(step, Comm):
+        return int(step.host_sync)
+    return step.host_syncs
+
+
 @dataclass(frozen=True)
 class KernelIssue:
     """The framework thread that issues each rank's kernels, one after another.
@@ -137,13 +144,12 @@ class KernelIssue:
         return steps * self.kernel_s + extra * self.extra_launch_s
 
     def parts(self, body: tuple[Step, ...]) -> tuple[tuple[Step, ...], ...]:
-        """The body cut before each collective the host waits for (``Comm.host_sync``): the
-        host issues each part only once the GPU has run the parts before it. Without a
-        modelled host: one part."""
+        """The body cut before each step the host waits for (``Comm.host_sync``,
+        ``Kernel.host_syncs``): the host issues each part only once the GPU has run the parts
+        before it. Without a modelled host: one part."""
         if self.kernel_s <= 0:
             return (body,)
-        cuts = [i for i, step in enumerate(body)
-                if i and isinstance(step, Comm) and step.host_sync]
+        cuts = [i for i, step in enumerate(body) if i and _syncs(step)]
         return tuple(body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True))
 
     def wait_s(self, issued: float, now: float, launches: int, gpu_s: float,
@@ -228,10 +234,12 @@ class Simulator:
             self._plans[key] = (wire, plan, plan.flows(wire))
         return self._plans[key]
 
-    def _resume_host(self, owner: str, part: _Issue) -> float:
+    def _resume_host(self, owner: str, part: _Issue, syncs: int = 1) -> float:
         """The host, held at a sync until the GPU got here, issues ``part``: how long the GPU
-        now waits for it."""
-        issued = max(self.env.now, self.host_clock.get(owner, 0.0))
+        now waits for it. Each further sync in a row (``syncs`` - 1) holds the GPU for one
+        more framework call: the host issues the op that needs the next size, then waits."""
+        issued = (max(self.env.now, self.host_clock.get(owner, 0.0))
+                  + (syncs - 1) * self.issue.kernel_s)
         self.host_clock[owner] = issued + part.issue_s
         return self.issue.wait_s(issued, self.env.now, part.launches, part.kernel_s,
                                  part.issue_s)
@@ -249,6 +257,14 @@ class Simulator:
         for segment in body:
             step = segment.comm
             if step is None:
+                if segment.syncs and pending:  # the host waits here for what is queued
+                    if ahead:
+                        yield self.env.timeout(ahead)
+                        ahead = 0.0
+                    wait = self._resume_host(rank_class.name, pending.pop(0), segment.syncs)
+                    if wait > 0:
+                        parts["cpu"] = parts.get("cpu", 0.0) + wait
+                        yield self.env.timeout(wait)
                 ahead += segment.kernel_s
                 continue
             synced = step.host_sync and bool(pending)

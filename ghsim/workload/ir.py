@@ -59,6 +59,11 @@ class Kernel:
     backward_kernels: int = 0
     """Kernels its backward launches, where not as many as its forward (0); its backward's
     bytes scale with them (a MoE router's chain of small kernels)."""
+    host_syncs: int = 0
+    """Times the host waits for the GPU before it can issue this step and its kernels:
+    PyTorch ops whose output size depends on data on the GPU (boolean indexing's nonzero,
+    ``repeat_interleave`` by counts) copy that size to the host first, so the framework
+    thread cannot run ahead past them (as ``Comm.host_sync``)."""
 
     @property
     def launches(self) -> int:

@@ -371,6 +371,12 @@ def moe_block(s: LayerShapes) -> list[Step]:
                  host_sync=True)
     received = slots * m.etp
     steps += _ep("moe.etp_all_gather", "all_gather", received * h * e, "etp", m.etp)
+    if m.multihot is not None:  # DeepEP's received indices to a routing map: 8 B a copy
+        launches = m.multihot.launches
+        steps += [Kernel("moe.multihot", 0.0, launches.forward * received * 8, "int64",
+                         (received,), kernels=launches.forward,
+                         backward_kernels=launches.backward,
+                         host_syncs=m.multihot.forward_syncs)]
     per_expert = max(1, math.ceil(received * m.imbalance / m.local_experts))
     tokens = per_expert * m.local_experts
     up = 2 * m.expert_ffn if s.gated else m.expert_ffn
@@ -428,8 +434,16 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
     if kernel.backward_kernels:
         scale = kernel.backward_kernels / kernel.kernels
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes * scale,
-                        kernels=kernel.backward_kernels, backward_kernels=0)]
+                        kernels=kernel.backward_kernels, backward_kernels=0,
+                        host_syncs=_backward_syncs(kernel, s))]
     return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes)]
+
+
+def _backward_syncs(kernel: Kernel, s: LayerShapes) -> int:
+    """Host waits in a backward step: DeepEP's unfused ``probs[mask]`` scatters its gradient
+    back through the boolean mask (another nonzero); nothing else waits."""
+    multihot = s.moe.multihot if s.moe is not None else None
+    return multihot.backward_syncs if kernel.name == "moe.multihot" and multihot else 0
 
 
 _BACKWARD_COMM = {  # forward collective -> what its backward runs

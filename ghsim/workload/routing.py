@@ -87,6 +87,33 @@ def routing_kernels(score: Literal["softmax", "sigmoid"], grouped: bool, balanci
     return Launches(forward, backward)
 
 
+@dataclass(frozen=True)
+class Multihot:
+    """DeepEP's received expert indices turned into a routing map and dense probabilities
+    before the permutation: kernels forward and backward, and the host's waits."""
+
+    launches: Launches
+    forward_syncs: int
+    backward_syncs: int
+
+
+def deepep_multihot(fused: bool) -> Multihot:
+    """Megatron-Core's ``_DeepepManager.get_permuted_hidden_states_by_experts``
+    (token_dispatcher.py at core_v0.15.0) when ``fused`` (experimental features and permute
+    fusion), one Triton kernel (``fused_indices_to_multihot``), backward a zeros fill and its
+    inverse;
+    otherwise ``_indices_to_multihot``'s PyTorch ops: two zeros, the mask, ``indices[mask]``
+    (a nonzero and the gather), an arange, the mask's per-row count (a cast and a sum),
+    ``repeat_interleave`` by those counts, an index_put, ``probs[mask]``, another index_put
+    and the map's bool: 17 kernels, the boolean indexings and the repeat each waiting for
+    their output size on the host (3 waits). Backward the probabilities' gradient gathers
+    from the dense one and scatters back through the mask (zeros, a gather, a nonzero and
+    an accumulating index_put), the mask's nonzero waiting once more."""
+    if fused:
+        return Multihot(Launches(1, 2), 0, 0)
+    return Multihot(Launches(17, 5), 3, 1)
+
+
 def dispatch_kernels(dispatcher: Literal["alltoall", "deepep"], ep: int,
                      local_experts: int) -> Launches:
     """Kernels the token dispatcher launches around the permutation and the all-to-alls
@@ -94,13 +121,13 @@ def dispatch_kernels(dispatcher: Literal["alltoall", "deepep"], ep: int,
     sizes (six reductions and a copy) and Transformer Engine's three row-map kernels, and with
     several local experts the sorts of their chunks after the dispatch and before the combine
     (five); backward the row map's zeros fill and the two sorts. DeepEP: its top-k of the
-    probabilities, dispatch layout, notify and combine-notify kernels, the indices-to-multihot
-    conversion and the row map; backward its cached notifies, the zeros of three gradients,
-    the multihot's inverse and the top-k's scatter. Without expert parallelism only the token
-    count (2) and the row map (3) remain."""
+    probabilities, dispatch layout, notify and combine-notify kernels and the row map;
+    backward its cached notifies, the zeros of two gradients and the top-k's scatter (its
+    indices-to-multihot conversion is :func:`deepep_multihot`). Without expert parallelism
+    only the token count (2) and the row map (3) remain."""
     if ep == 1:
         return Launches(5, 1)
     if dispatcher == "deepep":
-        return Launches(9, 8)
+        return Launches(8, 6)
     sort = local_experts > 1
     return Launches(10 + (5 if sort else 0), 1 + (2 if sort else 0))

@@ -9,7 +9,13 @@ from ghsim.config.layout import Layout
 from ghsim.config.schema import ScenarioSpec
 from ghsim.workload.ir import NO_DEDUP
 from ghsim.workload.modelsize import mla_dims
-from ghsim.workload.routing import Launches, dispatch_kernels, routing_kernels
+from ghsim.workload.routing import (
+    Launches,
+    Multihot,
+    deepep_multihot,
+    dispatch_kernels,
+    routing_kernels,
+)
 from ghsim.workload.states import GRAD_BYTES
 
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
@@ -47,6 +53,9 @@ class MoeShapes:
     balancing_loss: bool
     """The router computes a load-balancing loss (whose token counts tensor parallelism
     all-reduces)."""
+    multihot: Multihot | None
+    """DeepEP's conversion of the received expert indices (None with the all-to-all
+    dispatcher or without expert parallelism)."""
     dedup: tuple[int, int, int] = NO_DEDUP
     """The all-to-alls' deduplication (``Comm.dedup``) with the deepep dispatcher: (top_k,
     router groups, groups a token may pick)."""
@@ -82,6 +91,8 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
         alltoall=spec.parallelism.moe_dispatcher == "alltoall",
         clamp="clamp" in eager_ops(spec),
         balancing_loss=moe.load_balancing != "none",
+        multihot=(deepep_multihot(spec.training.deepep_fused_multihot)
+                  if spec.parallelism.moe_dispatcher == "deepep" and layout.ep > 1 else None),
     )
 
 

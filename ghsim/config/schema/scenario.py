@@ -122,6 +122,17 @@ class TrainingSpec(Spec):
         "kernels (one each, forward and backward) instead of about 20-50 small PyTorch "
         "kernels (ghsim.workload.routing). MoE models only; off by default, as in Megatron.",
     )
+    deepep_fused_multihot: bool = Field(
+        default=False, description="With the deepep dispatcher, the received tokens' expert "
+        "indices become a routing map in one fused Triton kernel (fused_indices_to_multihot) "
+        "instead of PyTorch ops whose boolean indexing and repeat_interleave make the host "
+        "wait for the GPU three times a MoE layer forward and once backward "
+        "(ghsim.workload.routing.deepep_multihot). Megatron-Core fuses it only with "
+        "--enable-experimental and --moe-permute-fusion (token_dispatcher.py at core_v0.15.0; "
+        "Megatron-Bridge's DeepSeek-V3 scripts set dist.enable_megatron_core_experimental); "
+        "NeMo Automodel with permute fusion, which its MoE layers set. Off by default, as in "
+        "Megatron.",
+    )
     eager_ops: list[Literal["norm", "rope", "activation", "clamp"]] = Field(
         default_factory=list, description="Ops the framework runs as a sequence of separate "
         "PyTorch kernels instead of one fused kernel, as Hugging Face Transformers' modeling "
