@@ -99,16 +99,15 @@ class Multihot:
 
 def deepep_multihot(fused: bool) -> Multihot:
     """Megatron-Core's ``_DeepepManager.get_permuted_hidden_states_by_experts``
-    (token_dispatcher.py at core_v0.15.0) when ``fused`` (experimental features and permute
-    fusion), one Triton kernel (``fused_indices_to_multihot``), backward a zeros fill and its
-    inverse;
-    otherwise ``_indices_to_multihot``'s PyTorch ops: two zeros, the mask, ``indices[mask]``
-    (a nonzero and the gather), an arange, the mask's per-row count (a cast and a sum),
-    ``repeat_interleave`` by those counts, an index_put, ``probs[mask]``, another index_put
-    and the map's bool: 17 kernels, the boolean indexings and the repeat each waiting for
-    their output size on the host (3 waits). Backward the probabilities' gradient gathers
-    from the dense one and scatters back through the mask (zeros, a gather, a nonzero and
-    an accumulating index_put), the mask's nonzero waiting once more."""
+    (token_dispatcher.py at core_v0.15.0). When ``fused`` (experimental features and permute
+    fusion): one Triton kernel (``fused_indices_to_multihot``), backward a zeros fill and its
+    inverse. Otherwise ``_indices_to_multihot``'s PyTorch ops: two zeros, the mask,
+    ``indices[mask]`` (a nonzero and the gather), an arange, the mask's per-row count (a cast
+    and a sum), ``repeat_interleave`` by those counts, an index_put, ``probs[mask]``, another
+    index_put and the map's bool: 17 kernels, the boolean indexings and the repeat each
+    waiting for their output size on the host (3 waits). Backward the probabilities'
+    gradient gathers from the dense one and scatters back through the mask (zeros, a gather,
+    a nonzero and an accumulating index_put), the mask's nonzero waiting once more."""
     if fused:
         return Multihot(Launches(1, 2), 0, 0)
     return Multihot(Launches(17, 5), 3, 1)
