@@ -106,8 +106,10 @@ class MoeSpec(Spec):
     )
     routing: Literal["balanced", "measured"] = Field(
         default="balanced", description="balanced: every expert receives the same number of "
-        "tokens (Megatron --moe-router-force-load-balancing, as NVIDIA's MoE benchmarks run); "
-        "measured: the busiest expert rank receives `imbalance` times the mean.",
+        "tokens (Megatron --moe-router-force-load-balancing, as NVIDIA's MoE benchmarks run: "
+        "random logits replace the router's, two more small kernels, and the rest of the "
+        "routing still runs); measured: the router's real choices, the busiest expert rank "
+        "receiving `imbalance` times the mean.",
     )
     imbalance: float | None = Field(
         default=None, ge=1.0, description="Tokens of the busiest expert rank divided by the "
