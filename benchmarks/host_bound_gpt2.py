@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ghsim.config import load_scenario  # noqa: E402
+from ghsim.engine.result import Result  # noqa: E402
 from ghsim.engine.simulate import simulate  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "device" / "data" / "h200-2026-12-04"
@@ -58,6 +59,14 @@ def measured() -> tuple[float, dict[int, tuple[float, float]]]:
     rows = {row["micro_batch"]: (row["micro_batch_s"], row["optimizer_s"])
             for row in probe["steps"] if row["model"] == "gpt2-small"}
     return probe["host"]["linear_forward_cpu_us"] * 1e-6, rows
+
+
+def simulated(path: Path, issue_s: float, micro: int) -> Result:
+    """ghsim's step of the model in ``path`` at micro-batch ``micro`` (one micro-batch a step)
+    on a host that spends ``issue_s`` a framework call."""
+    return simulate(load_scenario(path, [
+        f"training.micro_batch={micro}", f"training.global_batch={micro}",
+        f"system.node.cpu.cpu.compute.kernel_issue_us={issue_s * 1e6}"]))
 
 
 def traced_threads() -> list[tuple[int, float]]:
@@ -90,9 +99,7 @@ def main() -> None:
         print(f"{'micro-batch':>11s} {'measured':>9s} {'ghsim':>8s} {'error':>7s} "
               f"{'host wait':>9s}")
         for micro, (micro_s, optimizer_s) in sorted(rows.items()):
-            result = simulate(load_scenario(path, [
-                f"training.micro_batch={micro}", f"training.global_batch={micro}",
-                f"system.node.cpu.cpu.compute.kernel_issue_us={issue_s * 1e6}"]))
+            result = simulated(path, issue_s, micro)
             predicted = result.step_time_s - optimizer_s
             print(f"{micro:11d} {micro_s * 1e3:7.1f}ms {predicted * 1e3:6.1f}ms "
                   f"{100 * (predicted / micro_s - 1):+6.1f}% "

@@ -22,7 +22,6 @@ import yaml
 from ghsim.config import load_scenario
 from ghsim.config.api import load_hardware
 from ghsim.costmodel.gpu import gpu_cost_model
-from ghsim.engine.simulate import simulate
 from ghsim.workload.ir import Kernel
 from ghsim.workload.lower import lower
 from tests.conftest import ROOT
@@ -133,9 +132,7 @@ def test_a_host_bound_step_is_flat_until_the_gpu_takes_over_as_measured(tmp_path
     path.write_text(yaml.safe_dump(HOST_BOUND.GPT2_SMALL))
     steps = {}
     for micro in rows:
-        result = simulate(load_scenario(path, [
-            f"training.micro_batch={micro}", f"training.global_batch={micro}",
-            f"system.node.cpu.cpu.compute.kernel_issue_us={issue_s * 1e6}"]))
+        result = HOST_BOUND.simulated(path, issue_s, micro)
         steps[micro] = (result.step_time_s, result.breakdown_s.get("cpu", 0.0))
     flat = [steps[m][0] for m in (1, 2, 4)]
     assert max(flat) / min(flat) < 1.01 and all(steps[m][1] > 0 for m in (1, 2, 4))

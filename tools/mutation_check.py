@@ -243,7 +243,7 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "the router's backward launches as many kernels as its forward",
              ("tests/test_moe.py",)),
     Sabotage("eager-clamps-free", "ghsim/workload/kernels.py",
-             "if m.clamp:  # PyTorch ops", "if False:  # PyTorch ops",
+             'if "clamp" in s.eager:  # PyTorch ops', "if False:  # PyTorch ops",
              "clamps run as PyTorch ops cost nothing", ("tests/test_moe.py",)),
     Sabotage("kernel-waits-ignored", "ghsim/engine/simulator.py",
              "    return step.host_syncs", "    return 0",

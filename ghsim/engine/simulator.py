@@ -244,6 +244,15 @@ class Simulator:
         return self.issue.wait_s(issued, self.env.now, part.launches, part.kernel_s,
                                  part.issue_s)
 
+    def _host_waits(self, owner: str, pending: list[_Issue], parts: dict[str, float],
+                    syncs: int = 1) -> Generator[simpy.Event, Any, None]:
+        """The GPU idles at a sync until its host has issued the next part (``pending``'s
+        first); the wait goes to ``cpu``."""
+        wait = self._resume_host(owner, pending.pop(0), syncs)
+        if wait > 0:
+            parts["cpu"] = parts.get("cpu", 0.0) + wait
+            yield self.env.timeout(wait)
+
     def _segments(self, timeline: ClassTimeline, parts: dict[str, float],
                   body: tuple[Segment, ...], later: tuple[_Issue, ...] = ()
                   ) -> Generator[simpy.Event, Any, None]:
@@ -261,10 +270,7 @@ class Simulator:
                     if ahead:
                         yield self.env.timeout(ahead)
                         ahead = 0.0
-                    wait = self._resume_host(rank_class.name, pending.pop(0), segment.syncs)
-                    if wait > 0:
-                        parts["cpu"] = parts.get("cpu", 0.0) + wait
-                        yield self.env.timeout(wait)
+                    yield from self._host_waits(rank_class.name, pending, parts, segment.syncs)
                 ahead += segment.kernel_s
                 continue
             synced = step.host_sync and bool(pending)
@@ -284,10 +290,7 @@ class Simulator:
             if synced:
                 if segment.kernel_s:
                     yield self.env.timeout(segment.kernel_s)
-                wait = self._resume_host(rank_class.name, pending.pop(0))
-                if wait > 0:
-                    parts["cpu"] = parts.get("cpu", 0.0) + wait
-                    yield self.env.timeout(wait)
+                yield from self._host_waits(rank_class.name, pending, parts)
                 segment = Segment(0.0, step, segment.overlap_s)
             if not segment.overlap_s:
                 # the kernels, then the collective's latency, in one wait; then its flows

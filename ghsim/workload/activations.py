@@ -73,7 +73,7 @@ def _moe_bytes(s: LayerShapes) -> float:
         return float(t * h * e)
     down_input = 0.0 if s.recomputes("moe_act") else m.expert_ffn * g
     # clamped halves: the activation keeps their concatenation beside the clamps' input
-    clamped = up * e if m.clamp and not s.recomputes("moe_act") else 0.0
+    clamped = up * e if "clamp" in s.eager and not s.recomputes("moe_act") else 0.0
     routed = (t * h * e + t * m.experts * 4 + received * h * g
               + received * (up * e + clamped + down_input))
     shared = 0.0

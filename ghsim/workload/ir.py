@@ -64,6 +64,8 @@ class Kernel:
     PyTorch ops whose output size depends on data on the GPU (boolean indexing's nonzero,
     ``repeat_interleave`` by counts) copy that size to the host first, so the framework
     thread cannot run ahead past them (as ``Comm.host_sync``)."""
+    backward_syncs: int = 0
+    """The same for its backward step (with ``backward_kernels``)."""
 
     @property
     def launches(self) -> int:

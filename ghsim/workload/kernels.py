@@ -376,16 +376,15 @@ def moe_block(s: LayerShapes) -> list[Step]:
         steps += [Kernel("moe.multihot", 0.0, launches.forward * received * 8, "int64",
                          (received,), kernels=launches.forward,
                          backward_kernels=launches.backward,
-                         host_syncs=m.multihot.forward_syncs)]
+                         host_syncs=m.multihot.forward_syncs,
+                         backward_syncs=m.multihot.backward_syncs)]
     per_expert = max(1, math.ceil(received * m.imbalance / m.local_experts))
     tokens = per_expert * m.local_experts
     up = 2 * m.expert_ffn if s.gated else m.expert_ffn
     steps += _fp8_cast("experts.up", tokens * h, s, m.local_experts)
     steps += [_grouped("experts.up", per_expert, up, h, m.local_experts, s)]
-    if m.clamp:  # PyTorch ops on both halves before the fused activation
-        forward, kernels, _, _ = _EAGER["clamp"]
-        steps += [Kernel("experts.act_clamp", 0.0, tokens * up * forward * e / 2, "bf16",
-                         (tokens * up,), kernels=kernels, eager="clamp")]
+    if "clamp" in s.eager:  # PyTorch ops on both halves before the fused activation
+        steps += [_fusable("experts.act_clamp", "clamp", tokens * up, s)]
     steps += [_eltwise("experts.act", tokens * m.expert_ffn, s, reads=2 if s.gated else 1)]
     steps += _fp8_cast("experts.down", tokens * m.expert_ffn, s, m.local_experts)
     steps += [_grouped("experts.down", per_expert, h, m.expert_ffn, m.local_experts, s)]
@@ -435,15 +434,8 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
         scale = kernel.backward_kernels / kernel.kernels
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes * scale,
                         kernels=kernel.backward_kernels, backward_kernels=0,
-                        host_syncs=_backward_syncs(kernel, s))]
+                        host_syncs=kernel.backward_syncs, backward_syncs=0)]
     return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes)]
-
-
-def _backward_syncs(kernel: Kernel, s: LayerShapes) -> int:
-    """Host waits in a backward step: DeepEP's unfused ``probs[mask]`` scatters its gradient
-    back through the boolean mask (another nonzero); nothing else waits."""
-    multihot = s.moe.multihot if s.moe is not None else None
-    return multihot.backward_syncs if kernel.name == "moe.multihot" and multihot else 0
 
 
 _BACKWARD_COMM = {  # forward collective -> what its backward runs

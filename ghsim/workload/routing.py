@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Balancing = Literal["aux_loss", "seq_aux_loss", "global_aux_loss", "none"]
+from ghsim.config.schema.model import LoadBalancing
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Launches:
     backward: int
 
 
-def routing_kernels(score: Literal["softmax", "sigmoid"], grouped: bool, balancing: Balancing,
+def routing_kernels(score: Literal["softmax", "sigmoid"], grouped: bool, balancing: LoadBalancing,
                     expert_bias: bool, forced: bool, fused: bool) -> Launches:
     """Kernels of the routing between the router GEMM's logits and the dispatcher: the score
     function and top-k (group-limited when ``grouped``), the dense probabilities and routing

@@ -61,9 +61,6 @@ class MoeShapes:
     router groups, groups a token may pick)."""
     bias: bool = False
     """The experts' linear layers carry biases (``model.bias``)."""
-    clamp: bool = False
-    """The experts' gated activation clamps its halves with separate PyTorch kernels first
-    (``model.activation_clamp`` with ``training.eager_ops`` clamp)."""
 
 
 def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
@@ -89,7 +86,6 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
         routing=routing,
         dispatch=dispatch_kernels(spec.parallelism.moe_dispatcher, layout.ep, local),
         alltoall=spec.parallelism.moe_dispatcher == "alltoall",
-        clamp="clamp" in eager_ops(spec),
         balancing_loss=moe.load_balancing != "none",
         multihot=(deepep_multihot(spec.training.deepep_fused_multihot)
                   if spec.parallelism.moe_dispatcher == "deepep" and layout.ep > 1 else None),

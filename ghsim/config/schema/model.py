@@ -29,6 +29,10 @@ MEGATRON = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 """The Megatron-LM snapshot the MoE, MLA and MTP conventions below are read from."""
 
 
+LoadBalancing = Literal["aux_loss", "seq_aux_loss", "global_aux_loss", "none"]
+"""Megatron's --moe-router-load-balancing-type values ghsim costs."""
+
+
 class MoeSpec(Spec):
     """Mixture-of-Experts MLPs (``model.moe``); absent for a dense model.
 
@@ -91,7 +95,7 @@ class MoeSpec(Spec):
         default=None, description="Groups each token may route into (Megatron "
         "--moe-router-group-topk, DeepSeek topk_group / n_limited_groups); needs router_groups.",
     )
-    load_balancing: Literal["aux_loss", "seq_aux_loss", "global_aux_loss", "none"] = Field(
+    load_balancing: LoadBalancing = Field(
         default="aux_loss", description="The router's load-balancing loss (Megatron "
         "--moe-router-load-balancing-type, default aux_loss): its scores, token counts and "
         "sums run as small kernels in every MoE layer (ghsim.workload.routing), and with tp > "
