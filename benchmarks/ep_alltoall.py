@@ -11,8 +11,10 @@ system graph and run through the flow model, as a step runs them. The model is t
 DeepSeek-V3 (top-8 of 256, a token's experts limited to 4 of 8 groups); ``--ungrouped`` times the
 same layer without the group limit, for comparison.
 
-Nothing is fitted: this prints what the model does. Run: ``python benchmarks/ep_alltoall.py``
-(a few seconds).
+The EP 8 all-to-all row is where the H100's ``gpu.nvlink.alltoall_efficiency`` comes from
+(NCCL's all-to-all on NVLink4, 326.6 GB/s: the mean of its dispatch and combine), so ghsim
+matches it by construction; every other row is a check. Run:
+``python benchmarks/ep_alltoall.py`` (a few seconds).
 """
 
 from __future__ import annotations

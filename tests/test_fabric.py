@@ -26,6 +26,9 @@ NVLINK4 = 450 * GB
 NCCL_NVLINK = 370 * GB
 NIC = 50 * GB
 NCCL_NIC = 47 * GB
+NCCL_ALLTOALL_NVLINK = 0.7258 * 450 * GB
+"""NCCL's all-to-all on NVLink4: 326.6 GB/s, from NVIDIA's EP 8 timing (docs/hardware-facts.md
+T4#20)."""
 
 
 # -- sharing ----------------------------------------------------------------------------------
@@ -201,14 +204,43 @@ def test_inspect_routes_shows_each_group_on_its_links(
     assert nic["efficiency"] == pytest.approx(0.96 * 0.829, rel=1e-3)
 
 
+def test_all_to_all_inside_a_node_runs_at_nccls_measured_all_to_all_rate() -> None:
+    """8 GPUs of one DGX H100: each sends W = 7/8 S over its NVLink at the all-to-all's own
+    measured 326.6 GB/s, not the ring's 370; an override of that efficiency moves it."""
+    planner, plan, _ = _plan([*SMALL_DGX, "num_gpus=8", "parallelism.tp=8"], "tp", "all_to_all")
+    wire = wire_bytes("all_to_all", 1e9, 8)
+    assert wire == pytest.approx(7 / 8 * 1e9)
+    assert makespan_s(plan.flows(wire), planner.capacity) == pytest.approx(
+        wire / NCCL_ALLTOALL_NVLINK, rel=1e-3)
+    planner, plan, _ = _plan([*SMALL_DGX, "num_gpus=8", "parallelism.tp=8",
+                              "system.node.gpu.gpu.nvlink.alltoall_efficiency=0.5"],
+                             "tp", "all_to_all")
+    assert makespan_s(plan.flows(wire), planner.capacity) == pytest.approx(
+        wire / (0.5 * NVLINK4), rel=1e-3)
+
+
+def test_deepeps_nvlink_part_keeps_the_rings_rate() -> None:
+    """DeepEP's NVLink kernels are not NCCL's all-to-all: with a deduplicating dispatch (one
+    token once to each rank it is routed to) the NVLink share runs at the ring's 370 GB/s."""
+    scenario = load_scenario(SCENARIO, [*SMALL_DGX, "num_gpus=8", "parallelism.tp=8"])
+    planner = traffic_planner(scenario.spec.system, scenario.layout)
+    rank_class = lower(scenario).classes[0]
+    # top-1 of one group: every copy goes to its rank, so the share sent is the plain one
+    plan = planner.collective(rank_class, rank_class.groups["tp"], "all_to_all",
+                              dedup=(1, 1, 1))
+    wire = wire_bytes("all_to_all", 1e9, 8)
+    assert makespan_s(plan.flows(wire), planner.capacity) == pytest.approx(
+        wire / NCCL_NVLINK, rel=1e-3)
+
+
 def test_all_to_all_across_two_nodes_sends_the_remote_share_through_the_nic() -> None:
     """16 GPUs on 2 DGX H100: of W = 15/16 S each GPU sends 8/15 to the other node (its own NIC)
-    and 7/15 over NVLink: max(8/15 W / 47, 7/15 W / 370) GB/s."""
+    and 7/15 over NVLink: max(8/15 W / 47, 7/15 W / 326.6) GB/s."""
     planner, plan, _ = _plan(
         [*SMALL_DGX, "num_gpus=16", "parallelism.tp=16"], "tp", "all_to_all")
     assert plan.algorithm == "all_to_all"
     wire = wire_bytes("all_to_all", 1e9, 16)
-    expected = max(8 / 15 * wire / NCCL_NIC, 7 / 15 * wire / NCCL_NVLINK)
+    expected = max(8 / 15 * wire / NCCL_NIC, 7 / 15 * wire / NCCL_ALLTOALL_NVLINK)
     assert makespan_s(plan.flows(wire), planner.capacity) == pytest.approx(expected, rel=1e-3)
 
 

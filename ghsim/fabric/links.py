@@ -16,7 +16,7 @@ from ghsim.config.schema.hardware import HostLinkUse
 from ghsim.errors import ConfigError
 from ghsim.hardware.graph import Hop
 
-NETWORK_USES = ("collective", "p2p", "nvls")
+NETWORK_USES = ("collective", "all_to_all", "p2p", "nvls")
 """Uses by communication kernels (NCCL); the rest are copies and in-place accesses."""
 
 
@@ -64,6 +64,8 @@ class Efficiencies:
     """Measured fractions of a link's capacity, by use, for one system."""
 
     nvlink_nccl: float
+    nvlink_alltoall: float
+    """NCCL's all-to-all on NVLink (each member to every other at once), a fraction of it."""
     nvls: float | None
     nic_nccl: float
     staged_network: float
@@ -77,11 +79,14 @@ class Efficiencies:
     """Fault-driven page migration, as a fraction of the host link."""
 
     def of(self, hop: Hop, use: str) -> float:
-        """The efficiency ``use`` reaches on ``hop``: ``collective``, ``nvls``, ``p2p``,
-        ``h2d_copy``, ``d2h_copy``, an in-place access name, ``migration`` or ``cpu``."""
+        """The efficiency ``use`` reaches on ``hop``: ``collective``, ``all_to_all`` (NCCL's),
+        ``nvls``, ``p2p``, ``h2d_copy``, ``d2h_copy``, an in-place access name, ``migration``
+        or ``cpu``."""
         kind = link_kind(hop)
         network = use in NETWORK_USES
         if kind == "nvlink":
+            if use == "all_to_all":
+                return self.nvlink_alltoall
             return self.nvls if use == "nvls" and self.nvls else self.nvlink_nccl
         if kind in ("nic", "leaf_uplink", "leaf_downlink", "spine"):
             return self.nic_nccl * (1.0 if self.gpudirect_rdma else self.staged_network)
@@ -118,10 +123,12 @@ def efficiencies(system: SystemSpec) -> Efficiencies:
         rate = link.rate_bytes_per_s(use)
         if rate is not None:
             host[use] = rate / capacity
-    nvlink_nccl, nvls = 1.0, None
+    nvlink_nccl, nvlink_alltoall, nvls = 1.0, 1.0, None
     if gpu.nvlink is not None:
         busbw = gpu.nvlink.nccl_busbw_bytes_per_s()
         nvlink_nccl = busbw / gpu.nvlink.bandwidth_bytes_per_s if busbw else 1.0
+        alltoall = gpu.nvlink.alltoall_busbw_bytes_per_s()
+        nvlink_alltoall = alltoall / gpu.nvlink.bandwidth_bytes_per_s if alltoall else 1.0
         nvls_busbw = gpu.nvlink.nvls_busbw_bytes_per_s()
         if nvls_busbw and node.nvlink.topology == "switch":
             nvls = nvls_busbw / gpu.nvlink.bandwidth_bytes_per_s
@@ -131,7 +138,7 @@ def efficiencies(system: SystemSpec) -> Efficiencies:
     stream = cpu.memory.rate_bytes_per_s("stream")
     migration = gpu.migration_bytes_per_s()
     return Efficiencies(
-        nvlink_nccl=nvlink_nccl, nvls=nvls, nic_nccl=nic_nccl,
+        nvlink_nccl=nvlink_nccl, nvlink_alltoall=nvlink_alltoall, nvls=nvls, nic_nccl=nic_nccl,
         staged_network=node.staged_network_efficiency, gpudirect_rdma=node.uses_gpudirect_rdma,
         host_link=host,
         host_memory=stream / cpu.memory.peak_bandwidth_bytes_per_s if stream else 1.0,

@@ -366,8 +366,10 @@ class TrafficPlanner:
             shares.append(Share(self._path(rank_class, across, "collective"), outside))
         if per_domain > 1:
             hops = range(1, per_domain) if self.system.node.nvlink.topology == "direct" else [1]
+            # NCCL's all-to-all has its own measured rate on NVLink; DeepEP's kernels do not
+            use = "all_to_all" if collective == "all_to_all" and dedup == NO_DEDUP else "collective"
             for hop in hops:
-                shares.append(Share(self._path(rank_class, in_domain(hop), "collective"),
+                shares.append(Share(self._path(rank_class, in_domain(hop), use),
                                     inside / len(hops)))
         ring = Plan("all_to_all" if collective == "all_to_all" else "ring", latency,
                     tuple(shares))

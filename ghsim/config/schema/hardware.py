@@ -347,7 +347,8 @@ class NvlinkSpec(Spec):
     """The GPU's NVLink ports and what NCCL achieves on them."""
 
     ALTERNATIVES = (("nccl_busbw_gb_s", "nccl_efficiency"),
-                    ("nvls_allreduce_busbw_gb_s", "nvls_allreduce_efficiency"))
+                    ("nvls_allreduce_busbw_gb_s", "nvls_allreduce_efficiency"),
+                    ("alltoall_busbw_gb_s", "alltoall_efficiency"))
 
     generation: PositiveInt = Field(description="Informational: the speed of a generation is "
                                     "in link_bandwidth_gb_s; nothing reads the number.")
@@ -372,6 +373,15 @@ class NvlinkSpec(Spec):
     nvls_allreduce_efficiency: SharpFraction | None = Field(default=None, description=_efficiency(
         "NCCL all-reduce bus bandwidth with NVLink SHARP", "links x link_bandwidth_gb_s",
         "0 < x <= 2: the switch reduces, so it may exceed 1"))
+    alltoall_busbw_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Measured NCCL all-to-all bus bandwidth per GPU", "alltoall_efficiency",
+        "links x link_bandwidth_gb_s"))
+    alltoall_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "NCCL all-to-all bus bandwidth per GPU (each member sends a share of its buffer to "
+        "every other: the expert-parallel all-to-all dispatcher, Ulysses context parallelism)",
+        "links x link_bandwidth_gb_s") + " Absent: nccl_efficiency, the ring's (no all-to-all "
+        "measured on this part). DeepEP's NVLink kernels are not NCCL's: they take "
+        "nccl_efficiency.")
     collective_latency_us: PositiveFloat | None = Field(
         default=None,
         description="Measured per-step latency (alpha) of a small collective over NVLink; "
@@ -379,8 +389,8 @@ class NvlinkSpec(Spec):
         "own tuning model (ghsim/fabric/nccl.py), which this measurement checks.",
     )
 
-    _alone = field_validator("nccl_efficiency", "nvls_allreduce_efficiency")(
-        classmethod(_not_both))
+    _alone = field_validator("nccl_efficiency", "nvls_allreduce_efficiency",
+                             "alltoall_efficiency")(classmethod(_not_both))
 
     @model_validator(mode="after")
     def _efficiencies(self) -> NvlinkSpec:
@@ -389,6 +399,7 @@ class NvlinkSpec(Spec):
         _to_efficiency(self, "nccl_busbw_gb_s", "nccl_efficiency", capacity, name)
         _to_efficiency(self, "nvls_allreduce_busbw_gb_s", "nvls_allreduce_efficiency",
                        capacity, name, most=2.0)
+        _to_efficiency(self, "alltoall_busbw_gb_s", "alltoall_efficiency", capacity, name)
         return self
 
     @property
@@ -404,6 +415,12 @@ class NvlinkSpec(Spec):
     def nvls_busbw_bytes_per_s(self) -> float | None:
         """NCCL all-reduce bus bandwidth with NVLink SHARP in B/s, or None if not given."""
         eff = self.nvls_allreduce_efficiency
+        return None if eff is None else eff * self.bandwidth_bytes_per_s
+
+    def alltoall_busbw_bytes_per_s(self) -> float | None:
+        """NCCL all-to-all bus bandwidth per GPU in B/s: the measured one, else the ring's
+        (None if neither is given)."""
+        eff = self.alltoall_efficiency or self.nccl_efficiency
         return None if eff is None else eff * self.bandwidth_bytes_per_s
 
 
