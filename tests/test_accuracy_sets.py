@@ -13,19 +13,18 @@ from tests.conftest import CORES, ROOT
 def test_moe_points_all_simulate_within_a_regression_bound() -> None:
     """validation/moe.yaml (issue 13): every point simulates and fits, as a measured run did
     (GPT-OSS-120B did not while the table's MBS 4, the Blackwell presets', stood for the H100
-    preset's 1). The issue's target is a MAPE of 15 %; today's is 15.3 % (worst -36 %, Qwen3-235B
-    at tp 4 / ep 8): it was 15.7 % while the Megatron-Bridge runs' loss was costed as
-    Megatron's unfused cross-entropy, 52 bytes a logit where Transformer Engine's fused one,
-    which those runs used, moves 10, then 17.6 % before the router's small kernels,
-    GPT-OSS's eager clamps and RoPE and DeepEP's unfused routing map were costed. This bound
-    only guards against regressions until the mechanisms that close the gap land."""
+    preset's 1), within the issue's target MAPE of 15 %; today's is 14.6 % (worst -35 %,
+    Qwen3-235B at tp 4 / ep 8). It was 17.6 % before the router's small kernels, GPT-OSS's
+    eager clamps and RoPE and DeepEP's unfused routing map were costed, 15.3 % before NCCL's
+    all-to-all took its own measured NVLink rate and Megatron's forced balance its random
+    routing's busiest rank and partial tiles."""
     outcomes = validate_file(ROOT / "validation" / "moe.yaml", workers=CORES)
     summary = summarize(outcomes)
     assert not [o.failed for o in outcomes if o.failed]
     assert summary["simulated"] == 9
     assert summary["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
     report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
-    assert summary["mape"] <= 0.17, report
+    assert summary["mape"] <= 0.15, report
 
 
 def test_gh200_points_all_fit_in_memory_within_a_regression_bound() -> None:

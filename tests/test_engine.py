@@ -40,7 +40,7 @@ def test_result_contract() -> None:
                 "mfu", "breakdown_s", "bottleneck", "memory", "links", "warnings", "inputs",
                 "gpu_clock", "stages"):
         assert key in result
-    from ghsim.costmodel.gpu import slowest_of
+    from ghsim.stats import expected_largest_normal as slowest_of
 
     gpus = result["inputs"]["scenario"]["num_gpus"]
     assert result["gpu_clock"] == {  # the slowest of the step's GPUs sets its pace (T4#11)

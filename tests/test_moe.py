@@ -746,13 +746,16 @@ def _moe_steps(*extra: str) -> dict[str, Kernel | Comm]:
     (("model.moe.load_balancing=none", "training.moe_router_fusion=true"), (3, 2), (15, 3)),
     (("parallelism.moe_dispatcher=deepep",), (29, 10), (8, 6)),
     (("parallelism.ep=8",), (29, 10), (10, 1)),  # 2 experts a rank: one local expert
+    (("model.moe.routing=balanced",), (27, 10), (15, 3)),  # dealt out: no random logits
 ])
 def test_a_moe_layer_launches_its_routing_and_dispatch_kernels(
         extra: tuple[str, ...], routing: tuple[int, int], dispatch: tuple[int, int]) -> None:
     """The lowered layer's routing and dispatcher steps launch the counted kernels, forward and
-    backward; the all-to-all dispatcher all-gathers the tokens per expert over the
-    expert-parallel group first, DeepEP does not."""
-    steps = _moe_steps("parallelism.ep=4", "model.moe.experts=8", *extra)
+    backward (Megatron's forced balance, random routing, as NVIDIA's benchmarks run); the
+    all-to-all dispatcher all-gathers the tokens per expert over the expert-parallel group
+    first, DeepEP does not."""
+    steps = _moe_steps("parallelism.ep=4", "model.moe.experts=8", "model.moe.routing=random",
+                       *extra)
     for name, (forward, backward) in (("router.routing", routing), ("moe.preprocess", dispatch)):
         assert (steps[name].kernels, steps[f"{name}.bwd"].kernels) == (forward, backward)
     gathered = steps.get("moe.counts_all_gather")

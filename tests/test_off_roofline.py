@@ -592,7 +592,7 @@ def test_inspect_shows_the_clock_a_power_limit_leaves() -> None:
 
     view = scenario_view(load_scenario("llama3-8b-gh200", ["system=dgx-h200-maxq", "num_gpus=8"]))
     capped = 1.83 * (180 / 380) ** (1 / 3)
-    from ghsim.costmodel.gpu import slowest_of
+    from ghsim.stats import expected_largest_normal as slowest_of
 
     assert view["gpu_clock"] == {"compute_ghz": pytest.approx(capped),
                                  "part_ghz": 1.83, "power_limit_w": 500,
@@ -618,7 +618,7 @@ def test_the_shipped_alps_scenario_fits_and_its_sweep_is_monotonic_in_the_cap() 
 def test_the_expected_slowest_of_n_gpus_by_hand() -> None:
     """Blom's top order statistic, Phi^-1((n - 0.375) / (n + 0.25)), against the exact
     expected maxima of n standard normal draws (1.4236 for 8, 3.2414 for 1,000)."""
-    from ghsim.costmodel.gpu import slowest_of
+    from ghsim.stats import expected_largest_normal as slowest_of
 
     assert slowest_of(1) == 0.0
     assert slowest_of(8) == pytest.approx(1.4236, rel=0.01)
@@ -635,7 +635,7 @@ def test_a_synchronous_step_moves_at_its_slowest_gpu() -> None:
     """H100s of speed spread 1.7 % (T4#11): a step of 8 computes at 1.83 / (1 + 0.017 x
     1.434) GHz, exactly as GPUs quoted at that clock without a spread would; one GPU, or no
     spread, keeps the part's clock; more GPUs or a wider spread never compute faster."""
-    from ghsim.costmodel.gpu import slowest_of
+    from ghsim.stats import expected_largest_normal as slowest_of
 
     compute = load_hardware("h100-sxm5-80gb").gpu.compute  # type: ignore[union-attr]
     assert compute.speed_spread == 0.017

@@ -29,6 +29,7 @@ from statistics import NormalDist
 from ghsim.config.schema import HardwareSpec, NodeSpec
 from ghsim.config.schema.scenario import Attention
 from ghsim.errors import ConfigError
+from ghsim.stats import expected_largest_normal
 from ghsim.workload.ir import Kernel
 
 _FALLBACK = {"fp16": "bf16", "bf16": "fp16"}
@@ -116,14 +117,15 @@ class GpuCostModel:
         """K of the shape ``gemm_efficiency`` was measured at, in ``dtype``."""
         return self._reference(dtype)[2]
 
-    def wave_efficiency(self, m: int, n: int, groups: int = 1) -> float:
+    def wave_efficiency(self, m: int, n: int, groups: int = 1, spread_m: float = 0.0) -> float:
         """Useful fraction of the tile slots ``groups`` GEMMs with an ``m x n`` output each
         occupy when their tiles share the waves, as a grouped GEMM schedules them (1 for ``m``
-        or ``n`` of 0: full waves)."""
+        or ``n`` of 0: full waves). With ``spread_m``, each GEMM's M is a normal draw around
+        ``m`` and pays the tiles it is expected to need (:func:`expected_tiles`)."""
         if m <= 0 or n <= 0:
             return 1.0
         tm, tn = self.tile
-        tiles = groups * math.ceil(m / tm) * math.ceil(n / tn)
+        tiles = groups * expected_tiles(m, spread_m, tm) * math.ceil(n / tn)
         waves = math.ceil(tiles / self.sms)
         return (groups * m * n) / (waves * self.sms * tm * tn)
 
@@ -140,11 +142,12 @@ class GpuCostModel:
         return k / (k + self._k_half(dtype))
 
     def shape_efficiency(self, m: int, n: int, k: int, dtype: str = "bf16",
-                         groups: int = 1) -> float:
-        """Throughput of an ``m x n x k`` GEMM (``groups`` of them, grouped) relative to the
-        measured reference shape's: the ratio of their wave and K factors, at most 1."""
+                         groups: int = 1, spread_m: float = 0.0) -> float:
+        """Throughput of an ``m x n x k`` GEMM (``groups`` of them, grouped, their M spread by
+        ``spread_m``) relative to the measured reference shape's: the ratio of their wave and
+        K factors, at most 1."""
         rm, rn, rk = self._reference(dtype)
-        this = self.wave_efficiency(m, n, groups) * self.k_factor(k, dtype)
+        this = self.wave_efficiency(m, n, groups, spread_m) * self.k_factor(k, dtype)
         return min(1.0, this / (self.wave_efficiency(rm, rn) * self.k_factor(rk, dtype)))
 
     def roofline_s(self, compute_s: float, memory_s: float) -> float:
@@ -161,7 +164,8 @@ class GpuCostModel:
         m, n, k = kernel.shape
         peak = self.peak_of(kernel.dtype)
         efficiency = self.gemm_efficiency_of(kernel.dtype)
-        efficiency *= self.shape_efficiency(m, n, k, kernel.dtype, kernel.groups)
+        efficiency *= self.shape_efficiency(m, n, k, kernel.dtype, kernel.groups,
+                                            kernel.spread_m)
         compute = kernel.flops / (peak * efficiency)
         return self.roofline_s(compute, kernel.bytes / self.hbm_bytes_per_s)
 
@@ -205,6 +209,17 @@ class GpuCostModel:
             busy = kernel.bytes / self.elementwise_bytes_per_s
         return (busy + self.launch_s * kernel.kernels
                 + self.grouped_gap_s * (kernel.groups - 1))
+
+
+def expected_tiles(m: float, spread: float, tile: int) -> float:
+    """Row tiles a GEMM of ``m`` rows needs, ``ceil(m / tile)``; for ``m`` a normal draw of
+    standard deviation ``spread`` (an expert's random share of the tokens), their expectation
+    ``sum over j >= 0 of P(M > j tile)``, M cut at zero."""
+    if spread <= 0.0:
+        return float(math.ceil(m / tile))
+    dist = NormalDist(m, spread)
+    last = math.ceil((m + 8.0 * spread) / tile)
+    return sum(1.0 - dist.cdf(j * tile) for j in range(last + 1))
 
 
 def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
@@ -328,22 +343,12 @@ def sustained_clock_ghz(node: NodeSpec, source: str = "scenario") -> float | Non
     return float((node.gpu_clock_ghz or compute.clock_ghz) * share ** (1.0 / 3.0))
 
 
-def slowest_of(gpus: int) -> float:
-    """The expected largest of ``gpus`` independent standard normal draws, 0 for one: Blom's
-    approximation of the top order statistic, Phi^-1((n - 0.375) / (n + 0.25)): 1.434 for 8
-    and 3.227 for 1,000 against the exact 1.424 and 3.241, within 1 % from 8 draws up and
-    5 % at 2."""
-    if gpus <= 1:
-        return 0.0
-    return NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
-
-
 def _paced_ghz(node: NodeSpec, typical: float, gpus: int) -> float:
     """The clock of the slowest of ``gpus`` GPUs that typically sustain ``typical``: below it
     by ``gpu.compute.speed_spread`` times the expected largest of ``gpus`` normal draws."""
     compute = node.gpu.gpu.compute if node.gpu.gpu else None
     spread = (compute.speed_spread or 0.0) if compute else 0.0
-    return typical / (1.0 + spread * slowest_of(gpus))
+    return typical / (1.0 + spread * expected_largest_normal(gpus))
 
 
 def _typical_ghz(node: NodeSpec, source: str) -> float:

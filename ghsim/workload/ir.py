@@ -66,6 +66,10 @@ class Kernel:
     thread cannot run ahead past them (as ``Comm.host_sync``)."""
     backward_syncs: int = 0
     """The same for its backward step (with ``backward_kernels``)."""
+    spread_m: float = 0.0
+    """Standard deviation of each GEMM's M in a grouped GEMM whose groups receive random
+    numbers of rows (experts under random routing; ``shape``'s M is their mean): each group
+    pays its own partial tile."""
 
     @property
     def launches(self) -> int:

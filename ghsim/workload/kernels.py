@@ -297,16 +297,20 @@ def _mlp_block(s: LayerShapes, norm_fused: bool = True) -> list[Step]:
 
 
 def grouped_gemm(name: str, m: int, n: int, k: int, groups: int, dtype: str = "bf16",
-                 act_bytes: float = 2.0, weight_bytes: float = 2.0) -> Kernel:
+                 act_bytes: float = 2.0, weight_bytes: float = 2.0,
+                 spread_m: float = 0.0) -> Kernel:
     """``groups`` experts' (m x k) @ (k x n) GEMMs as one grouped GEMM: every expert's weight
-    is read, and their tiles share the GPU's waves."""
+    is read, and their tiles share the GPU's waves (each expert's M spread by ``spread_m``
+    around ``m`` under random routing)."""
     data = groups * ((m * k + m * n) * act_bytes + k * n * weight_bytes)
     return Kernel(name, 2.0 * m * n * k * groups, data, dtype, (m, n, k), "gemm",
-                  groups=groups)
+                  groups=groups, spread_m=spread_m)
 
 
 def _grouped(name: str, m: int, n: int, k: int, groups: int, s: LayerShapes) -> Kernel:
-    return grouped_gemm(name, m, n, k, groups, s.gemm_dtype, s.act_bytes, s.weight_bytes)
+    spread = s.moe.expert_spread if s.moe is not None else 0.0
+    return grouped_gemm(name, m, n, k, groups, s.gemm_dtype, s.act_bytes, s.weight_bytes,
+                        spread)
 
 
 def _expert_bias(tokens: int, h: int, experts: int, s: LayerShapes) -> Kernel:
@@ -418,7 +422,8 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
     arithmetic."""
     if kernel.klass == "gemm":
         m, n, k = kernel.shape
-        wgrad = replace(kernel, name=f"{kernel.name}.wgrad", shape=(k, n, m))
+        # the tokens are the weight gradient's K: no partial tiles of theirs
+        wgrad = replace(kernel, name=f"{kernel.name}.wgrad", shape=(k, n, m), spread_m=0.0)
         if kernel.name not in _WEIGHTLESS_GEMMS:
             inputs = (m * k + m * n) * s.act_bytes
             wgrad = replace(wgrad, bytes=kernel.groups * (inputs + 2 * k * n * s.grad_bytes))

@@ -7,6 +7,7 @@ from typing import Literal
 
 from ghsim.config.layout import Layout
 from ghsim.config.schema import ScenarioSpec
+from ghsim.workload.imbalance import random_expert_spread, random_routing_imbalance
 from ghsim.workload.ir import NO_DEDUP
 from ghsim.workload.modelsize import mla_dims
 from ghsim.workload.routing import (
@@ -42,8 +43,12 @@ class MoeShapes:
     ep: int
     etp: int
     imbalance: float
-    """Token copies the busiest expert rank receives over the mean (1: balanced routing),
-    capped by the capacity factor when tokens are dropped."""
+    """Token copies the busiest expert rank receives over the mean (1: balanced routing; with
+    random routing the expected busiest of the pass's random loads), capped by the capacity
+    factor when tokens are dropped."""
+    expert_spread: float
+    """Standard deviation of one expert's token copies in a pass around their mean (random
+    routing; 0 when every expert receives the same or is padded to its capacity)."""
     routing: Launches
     """Kernels of the routing after the router GEMM (:func:`routing_kernels`)."""
     dispatch: Launches
@@ -63,26 +68,36 @@ class MoeShapes:
     """The experts' linear layers carry biases (``model.bias``)."""
 
 
-def moe_shapes(spec: ScenarioSpec, layout: Layout) -> MoeShapes | None:
-    """The MoE sizes of ``spec`` under ``layout``; None for a dense model."""
+def moe_shapes(spec: ScenarioSpec, layout: Layout, sp_tokens: int) -> MoeShapes | None:
+    """The MoE sizes of ``spec`` under ``layout``, each rank routing its ``sp_tokens``; None
+    for a dense model."""
     moe = spec.model.moe
     if moe is None:
         return None
-    imbalance = moe.imbalance if moe.routing == "measured" and moe.imbalance else 1.0
-    if moe.capacity_factor is not None:
-        imbalance = min(imbalance, moe.capacity_factor)
+    imbalance, spread = 1.0, 0.0
+    if moe.routing == "measured" and moe.imbalance:
+        imbalance = moe.imbalance
+    elif moe.routing == "random":  # over the expert-parallel group's tokens of one pass
+        group_tokens = sp_tokens * layout.ep * layout.etp
+        groups = (moe.router_groups or 1, moe.router_topk_groups or 1)
+        imbalance = random_routing_imbalance(moe.experts, moe.top_k, layout.ep, group_tokens,
+                                             *groups)
+        spread = random_expert_spread(moe.experts, moe.top_k, group_tokens, *groups)
+    if moe.capacity_factor is not None:  # every expert padded to its capacity
+        imbalance, spread = min(imbalance, moe.capacity_factor), 0.0
     shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or 0)
     dedup = NO_DEDUP
     if spec.parallelism.moe_dispatcher == "deepep":
         dedup = (moe.top_k, moe.router_groups or 1, moe.router_topk_groups or 1)
     routing = routing_kernels(moe.router, moe.router_groups is not None, moe.load_balancing,
-                              moe.expert_bias, moe.routing == "balanced",
+                              moe.expert_bias, moe.routing == "random",
                               spec.training.moe_router_fusion)
     local = moe.experts // layout.ep
     return MoeShapes(
         experts=moe.experts, local_experts=local, top_k=moe.top_k,
         expert_ffn=moe.expert_ffn_hidden // layout.etp, shared_ffn=shared // layout.tp,
-        ep=layout.ep, etp=layout.etp, imbalance=imbalance, dedup=dedup, bias=spec.model.bias,
+        ep=layout.ep, etp=layout.etp, imbalance=imbalance, expert_spread=spread, dedup=dedup,
+        bias=spec.model.bias,
         routing=routing,
         dispatch=dispatch_kernels(spec.parallelism.moe_dispatcher, layout.ep, local),
         alltoall=spec.parallelism.moe_dispatcher == "alltoall",
@@ -218,8 +233,10 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
     model, training, par = spec.model, spec.training, spec.parallelism
     tp, hd = layout.tp, model.head_dim_resolved
     kv_heads_local = max(1, model.kv_heads // tp)
+    tokens = training.micro_batch * training.seq_len // layout.cp
+    sequence_parallel = par.sequence_parallel and tp > 1
     return LayerShapes(
-        tokens=training.micro_batch * training.seq_len // layout.cp,
+        tokens=tokens,
         seq_len=training.seq_len,
         hidden=model.hidden,
         q_width=model.heads * hd // tp,
@@ -230,7 +247,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         gated=model.gated_mlp,
         tp=tp,
         cp=layout.cp,
-        sequence_parallel=par.sequence_parallel and tp > 1,
+        sequence_parallel=sequence_parallel,
         act_bytes=ACTIVATION_BYTES[training.precision],
         weight_bytes=WEIGHT_READ_BYTES[training.precision],
         grad_bytes=GRAD_BYTES[training.main_grads_resolved],
@@ -247,6 +264,6 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         cross_entropy_impl=training.cross_entropy_fusion_impl,
         eager=eager_ops(spec),
         attention_work=training.attention_work_fraction,
-        moe=moe_shapes(spec, layout),
+        moe=moe_shapes(spec, layout, tokens // tp if sequence_parallel else tokens),
         mla=mla_shapes(spec, layout),
     )

@@ -108,12 +108,16 @@ class MoeSpec(Spec):
         "scores for the top-k choice, and each layer counting its tokens per expert for the "
         "bias's update.",
     )
-    routing: Literal["balanced", "measured"] = Field(
-        default="balanced", description="balanced: every expert receives the same number of "
-        "tokens (Megatron --moe-router-force-load-balancing, as NVIDIA's MoE benchmarks run: "
-        "random logits replace the router's, two more small kernels, and the rest of the "
-        "routing still runs); measured: the router's real choices, the busiest expert rank "
-        "receiving `imbalance` times the mean.",
+    routing: Literal["balanced", "random", "measured"] = Field(
+        default="balanced", description="balanced: every expert receives exactly the same "
+        "number of tokens (NeMo Automodel's FakeBalancedGate, which deals the experts out in "
+        "turn); random: each token's experts are a random set (Megatron "
+        "--moe-router-force-load-balancing, as NVIDIA's MoE benchmarks run: random logits "
+        "replace the router's, two more small kernels, and the rest of the routing still "
+        "runs), balanced on average, but each layer pass waits for the busiest rank of the "
+        "expert-parallel group, which receives the expected largest of the ranks' random "
+        "loads (ghsim.workload.imbalance); measured: the router's real choices, the busiest "
+        "expert rank receiving `imbalance` times the mean.",
     )
     imbalance: float | None = Field(
         default=None, ge=1.0, description="Tokens of the busiest expert rank divided by the "
@@ -157,8 +161,8 @@ class MoeSpec(Spec):
                 raise ValueError("routing 'measured' needs imbalance and imbalance_source")
         elif self.imbalance is not None or self.imbalance_source is not None:
             raise ValueError(
-                "imbalance and imbalance_source go with routing: measured (balanced routing "
-                "has none)"
+                "imbalance and imbalance_source go with routing: measured (balanced and "
+                "random routing have their own)"
             )
         return self
 

@@ -1,0 +1,133 @@
+"""Random routing (Megatron's --moe-router-force-load-balancing): the busiest expert rank's
+expected load and each expert's spread in closed form, against a by-hand case and against
+routing drawn as Megatron draws it (normal logits, top-k, group-limited where asked); the
+grouped GEMMs' expected partial tiles; and what the scenario does with them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ghsim.config import load_scenario
+from ghsim.config.api import load_hardware
+from ghsim.costmodel.gpu import expected_tiles, gpu_cost_model
+from ghsim.engine.simulate import simulate
+from ghsim.stats import expected_largest_normal
+from ghsim.workload.imbalance import random_expert_spread, random_routing_imbalance
+from ghsim.workload.shapes import layer_shapes
+from tests.test_moe import TINY_MOE as _TINY
+
+TINY_MOE = [*_TINY, "num_gpus=8", "training.global_batch=8", "parallelism.ep=8"]
+"""The tiny MoE of tests/test_moe.py (16 experts, top-4, 1,024 tokens a rank) on 8 ranks."""
+
+
+def _drawn(experts: int, top_k: int, ep: int, tokens: int, groups: int = 1, picked: int = 1,
+           trials: int = 400) -> tuple[float, float]:
+    """The busiest rank's load over the mean and one expert's standard deviation, routing
+    ``tokens`` tokens as Megatron's forced balance does: normal logits, the ``picked`` groups
+    with the largest sums of their top ``top_k / picked`` logits, then the top-k among them."""
+    rng = np.random.default_rng(7)
+    per_group, local = experts // groups, experts // ep
+    busiest, first = [], []
+    for _ in range(trials):
+        logits = rng.standard_normal((tokens, experts))
+        if groups > 1:
+            scores = np.sort(logits.reshape(tokens, groups, per_group), axis=2)
+            best = np.argsort(-scores[:, :, -(top_k // picked):].sum(axis=2), axis=1)[:, :picked]
+            allowed = np.zeros((tokens, groups), dtype=bool)
+            np.put_along_axis(allowed, best, True, axis=1)
+            logits = np.where(np.repeat(allowed, per_group, axis=1), logits, -np.inf)
+        chosen = np.argpartition(-logits, top_k, axis=1)[:, :top_k].ravel()
+        loads = np.bincount(chosen // local, minlength=ep)
+        busiest.append(loads.max() / loads.mean())
+        first.append(np.count_nonzero(chosen == 0))
+    return float(np.mean(busiest)), float(np.std(first))
+
+
+def test_two_ranks_of_one_copy_by_hand() -> None:
+    """4 experts, top-1, 2 ranks, 10,000 tokens: a token lands on a rank with probability
+    1/2, so its load is binomial, 5,000 +- 50; the two loads sum to 10,000 (correlation -1),
+    and the busier lies sqrt(2) x 50 x (Blom's expected largest of 2 normals) above."""
+    expected = 1 + math.sqrt(2) * 50 * expected_largest_normal(2) / 5000
+    assert random_routing_imbalance(4, 1, 2, 10_000) == pytest.approx(expected, rel=1e-12)
+    # one expert of four: binomial(10,000, 1/4)
+    assert random_expert_spread(4, 1, 10_000) == pytest.approx(math.sqrt(10_000 * 0.25 * 0.75))
+    assert random_routing_imbalance(4, 1, 1, 10_000) == 1.0
+
+
+@pytest.mark.parametrize("case", [
+    (128, 8, 8, 2048, 1, 1),  # Qwen3-style top-8 of 128
+    (8, 2, 8, 4096, 1, 1),  # Mixtral-style top-2 of 8, one expert a rank
+    (256, 8, 64, 512, 8, 4),  # DeepSeek-V3: 4 of 8 groups, a rank inside one group
+])
+def test_the_closed_form_matches_routing_drawn_as_megatron_draws_it(case: tuple) -> None:
+    """The busiest rank's excess over the mean within 10 % of 400 drawn passes' (whose own
+    error is a few %), and one expert's spread within 5 %."""
+    experts, top_k, ep, tokens, groups, picked = case
+    busiest, spread = _drawn(*case)
+    modelled = random_routing_imbalance(experts, top_k, ep, tokens, groups, picked)
+    assert modelled - 1 == pytest.approx(busiest - 1, rel=0.10)
+    assert random_expert_spread(experts, top_k, tokens, groups, picked) == pytest.approx(
+        spread, rel=0.05)
+
+
+def test_whole_groups_a_rank_are_bounded_from_above() -> None:
+    """Two whole groups a rank: the picked groups each tend to give their share of the top-k,
+    so the closed form (uniform among the picked groups' experts) overstates the busiest
+    rank's excess, by at most 15 % (documented in ghsim.workload.imbalance)."""
+    busiest, _ = _drawn(256, 8, 4, 1024, 8, 4)
+    modelled = random_routing_imbalance(256, 8, 4, 1024, 8, 4)
+    assert busiest - 1 < modelled - 1 < 1.15 * (busiest - 1)
+
+
+def test_more_tokens_a_pass_even_the_load_out() -> None:
+    """The excess falls as 1 / sqrt(tokens) and grows with the ranks that can be the busiest."""
+    excess = [random_routing_imbalance(128, 8, 8, n) - 1 for n in (1024, 4096, 16384)]
+    assert excess[0] == pytest.approx(2 * excess[1]) and excess[1] == pytest.approx(2 * excess[2])
+    assert random_routing_imbalance(128, 8, 8, 4096) < random_routing_imbalance(128, 8, 32, 4096)
+
+
+def test_expected_tiles_by_hand() -> None:
+    """512 rows exactly fill four 128-row tiles; a random 512 +- 22 needs a fifth half the
+    time (P(M > 512) = 1/2, P(M > 384) = 1 - 3e-9); 520 rows fixed need five."""
+    assert expected_tiles(512, 0.0, 128) == 4.0
+    assert expected_tiles(520, 0.0, 128) == 5.0
+    assert expected_tiles(512, 22.0, 128) == pytest.approx(4.5, abs=1e-6)
+    assert 4.5 < expected_tiles(520, 22.0, 128) < 5.0
+
+
+def test_a_grouped_gemm_of_random_experts_pays_their_partial_tiles() -> None:
+    """16 experts of 512 +- 22 rows by 1,024 columns on an H100 (132 SMs, 128 x 128 tiles):
+    16 x 4.5 x 8 = 576 tiles in 5 waves, against 512 in 4 when every expert has 512."""
+    gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
+    useful = 16 * 512 * 1024
+    assert gpu.wave_efficiency(512, 1024, 16) == pytest.approx(useful / (4 * 132 * 128 * 128))
+    assert gpu.wave_efficiency(512, 1024, 16, 22.0) == pytest.approx(
+        useful / (5 * 132 * 128 * 128))
+
+
+def _experts_up(*extra: str):  # type: ignore[no-untyped-def]
+    scenario = load_scenario("llama3-8b-gh200", [*TINY_MOE, *extra])
+    shapes = layer_shapes(scenario.spec, scenario.layout)
+    return shapes
+
+
+def test_random_routing_gives_the_busiest_rank_its_excess_and_each_expert_its_spread() -> None:
+    """8 ranks of 2 experts, 1,024 tokens each, top-4 of 16: the group routes 8,192 tokens."""
+    moe = _experts_up("model.moe.routing=random").moe
+    assert moe is not None
+    assert moe.imbalance == pytest.approx(random_routing_imbalance(16, 4, 8, 8192))
+    assert moe.expert_spread == pytest.approx(random_expert_spread(16, 4, 8192))
+    balanced = _experts_up("model.moe.routing=balanced").moe
+    assert balanced is not None and (balanced.imbalance, balanced.expert_spread) == (1.0, 0.0)
+    # token dropping pads every expert to its capacity: no excess, no spread
+    dropped = _experts_up("model.moe.routing=random", "model.moe.capacity_factor=1.0").moe
+    assert dropped is not None and (dropped.imbalance, dropped.expert_spread) == (1.0, 0.0)
+
+
+def test_random_routing_is_slower_than_dealt_out_routing() -> None:
+    steps = [simulate(load_scenario("llama3-8b-gh200", [*TINY_MOE, f"model.moe.routing={r}"]))
+             .step_time_s for r in ("balanced", "random")]
+    assert steps[1] > steps[0]
