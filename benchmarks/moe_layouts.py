@@ -1,8 +1,8 @@
 """Qwen3-235B-A22B on 256 H100 under the five layouts Megatron-MoE-ModelZoo measured: ghsim's
 step times and their order against the measured ones.
 
-Issue 13 asks that, for runs of one model on one cluster under different layouts, the
-predicted order of step times match the measured order. The ModelZoo's H100 table
+Issue 13 asks that, for runs of one model on one cluster under different layouts, the predicted
+order of step times match the measured order. The ModelZoo's H100 table
 (yanring/Megatron-MoE-ModelZoo@e8650517d:best_practice/qwen3/readme.md; 256 H100, NVLink4,
 InfiniBand 8 x 50 GB/s, BF16, sequence 4096, GBS 2048) gives five layouts of the same job; two
 are validation points (validation/moe.yaml), the other three are built here from the first of
@@ -14,21 +14,21 @@ once per layer pass shows there as a constant. The commit that added the table
 (examples/qwen3/run_235b.sh: all with forced load balancing) and its container
 (dockers/Dockerfile: Transformer Engine release_v2.2 on NGC PyTorch 25.02), so every row is
 costed with TE 2.2's grouped GEMM (``training.grouped_gemm_gap_us`` 7.07, inherited from the
-base point). Every row forces balance with random router logits (``model.moe.routing:
-random``, inherited too): each pass waits for the busiest expert rank. The two
-``main(1e057005)`` rows at micro-batch 1 still miss by 3.3-3.8 ms a pass, the ``moe_dev``
-rows by under 1 ms; the tp2 ep32 DeepEP row and the tp2 ep8 pp32 all-to-all row come out
-ordered as measured, but 0.003 s apart in 18.5: a tie, not a ranking. That commit is Megatron-LM of 2025-05-24: it has no
-``moe_router_fusion`` (Transformer Engine's fused router came with TE PR #1883, 2025-07-11),
-so its router runs as the chain of small kernels ghsim.workload.routing counts (29 forward,
-10 backward), and none of the rows' commands enables Megatron's experimental features, so
-DeepEP's routing map is built by PyTorch ops that wait for the GPU three times a layer
-(``training.deepep_fused_multihot`` false); TE 2.2 permutes tokens with a kernel that
-loops over every expert for each token (TE PR #1927, 2025-07-14, rewrote it, "up to a 10x
-unit speedup" for DeepSeek-V3's shapes by Megatron-LM's DeepSeek-V3 GB200 guide; release_v2.2
-transformer_engine/pytorch/triton/permutation.py: one program per token loads the routing
-map of every expert, for each chunk of the hidden size). That loop is not costed: no
-measured time of the old kernel was found.
+base point). Every row forces balance with random router logits (``model.moe.routing: random``,
+inherited too): each pass waits for the busiest expert rank. The two ``main(1e057005)`` rows at
+micro-batch 1 still miss by 3.3-3.8 ms a pass, the ``moe_dev`` rows by under 1 ms; the tp2 ep32
+DeepEP row and the tp2 ep8 pp32 all-to-all row come out ordered as measured, but 0.003 s apart
+in 18.5: a tie, not a ranking. That commit is Megatron-LM of 2025-05-24: it has no
+``moe_router_fusion`` (Transformer Engine's fused router came with TE PR #1883, 2025-07-11), so
+its router runs as the chain of small kernels ghsim.workload.routing counts (29 forward, 10
+backward), and none of the rows' commands enables Megatron's experimental features, so DeepEP's
+routing map is built by PyTorch ops that wait for the GPU three times a layer
+(``training.deepep_fused_multihot`` false); TE 2.2 permutes tokens with a kernel that loops
+over every expert for each token (TE PR #1927, 2025-07-14, rewrote it, "up to a 10x unit
+speedup" for DeepSeek-V3's shapes by Megatron-LM's DeepSeek-V3 GB200 guide; release_v2.2
+transformer_engine/pytorch/triton/permutation.py: one program per token loads the routing map
+of every expert, for each chunk of the hidden size). That loop is not costed: no measured time
+of the old kernel was found.
 
 Run: ``python benchmarks/moe_layouts.py`` (about two minutes).
 """
