@@ -312,6 +312,30 @@ def test_fewer_layers_on_a_last_stage_holding_a_large_head_balance_the_pipeline(
     assert last > first and lighter < even and last_2 < last and first_2 > first
 
 
+def _grad_buckets(sc: Scenario) -> list[list[int]]:
+    """Per stage, per model chunk: the gradient buckets it reduces."""
+    return [[sum(1 for op in c.ops if op.name.startswith("dp.grad_") and op.name.split(".")[2]
+                 == f"c{chunk}") for chunk in range(sc.layout.vp or 1)]
+            for c in lower(sc).classes]
+
+
+def test_megatron_buckets_only_the_first_stages_first_model_chunk() -> None:
+    """24 layers of 11 M parameters on 2 stages of 2 model chunks (6 layers each): 40 M
+    buckets hold 4 layers, so stage 0's first chunk reduces in 2 buckets and every other chunk
+    in one, after its last backward pass, as Megatron-Core does (no bucket_size where pp_rank >
+    0, disable_bucketing for model chunks after the first). --ddp-bucket-size moves the first
+    chunk's buckets; without overlap_grad_reduce every chunk is one bucket."""
+    layout = {"tp": 1, "pp": 2, "vp": 2, "dp": 4, "zero_stage": 1}
+    model = {**LLAMA, "layers": 24}
+    assert _grad_buckets(scenario(8, model, **layout)) == [[2, 1], [1, 1]]
+    assert _grad_buckets(scenario(8, model, ddp_bucket_size=10_000_000, **layout)) == [
+        [6, 1], [1, 1]]
+    assert _grad_buckets(scenario(8, model, ddp_bucket_size=10**10, **layout)) == [
+        [1, 1], [1, 1]]
+    assert _grad_buckets(scenario(8, model, overlap_grad_reduce=False, **layout)) == [
+        [1, 1], [1, 1]]
+
+
 @pytest.mark.parametrize("layers", [2, 8, 24])
 def test_zero3_holds_a_bucket_of_gathered_weights_not_the_chunk(layers: int) -> None:
     """FSDP gathers one block at a time: a pass holds its largest gradient bucket's weights

@@ -6,8 +6,10 @@ stream runs them, and every op depends on the op before it on its stream, so the
 encodes the schedule; pipeline sends and receives pair up across classes by their ``tag``.
 
 Data parallelism follows Megatron-Core's distributed data parallel: gradients are reduced in
-buckets of ``max(40e6, 1e6 * dp)`` parameters (its default ``bucket_size``) as soon as the last
-micro-batch's backward pass of those layers is done (``overlap_grad_reduce``), by all-reduce
+buckets of ``max(40e6, 1e6 * dp)`` parameters (its default ``bucket_size``, or
+``parallelism.ddp_bucket_size``; the first stage's first model chunk only, every other chunk
+is one bucket) as soon as the last micro-batch's backward pass of those layers is done
+(``overlap_grad_reduce``), by all-reduce
 (ZeRO 0) or reduce-scatter (ZeRO >= 1, the distributed optimizer), in the gradients' dtype
 (``training.main_grads``: FP32 by default with bf16, as Megatron-LM's grad_reduce_in_fp32); the
 updated parameters are all-gathered at the start of the next step, overlapped with its forward
@@ -185,10 +187,12 @@ def _backward_bodies(chunk: Chunk, s: LayerShapes, buckets: list[int]) -> list[t
     return bodies
 
 
-def _buckets(chunk: Chunk, per_layer_params: float, bucket_params: float) -> list[int]:
-    """Layers per gradient bucket, in backward order."""
+def _buckets(chunk: Chunk, per_layer_params: float, bucket_params: float | None) -> list[int]:
+    """Layers per gradient bucket, in backward order (None: the chunk is one bucket)."""
     if chunk.layers == 0:
         return [0]
+    if bucket_params is None:
+        return [chunk.layers]
     per_bucket = max(1, int(bucket_params // max(per_layer_params, 1.0)) + 1)
     sizes = [per_bucket] * (chunk.layers // per_bucket)
     if chunk.layers % per_bucket:
@@ -227,7 +231,7 @@ class _StageLowering:
         params = sum(c.params for c in self.chunks)
         self.expert_share = sum(c.expert_params for c in self.chunks) / params if params else 0.0
         """Of this rank's parameters, the routed experts' (synchronized over edp, not dp)."""
-        self.bucket_size = max(40e6, 1e6 * self.layout.dp_cp)
+        self.bucket_size = float(self.par.ddp_bucket_size or max(40e6, 1e6 * self.layout.dp_cp))
         self._resident: dict[int, float] = {}
         """Per chunk: :meth:`resident_share`, computed once."""
         self.grad_ops: list[int] = []
@@ -438,8 +442,16 @@ class _StageLowering:
                        tag=("grad", p.microbatch, chunk.virtual_stage - 1))
 
     def buckets(self, chunk: Chunk) -> list[int]:
-        """Layers per gradient (and weight) bucket of a chunk, in backward order."""
-        return _buckets(chunk, self.per_layer_params, self.bucket_size)
+        """Layers per gradient (and weight) bucket of a chunk, in backward order. Megatron-Core
+        buckets the first stage's first model chunk only; the others are one bucket each
+        (NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel.py: no
+        bucket_size where pp_rank > 0 or disable_bucketing, which get_model sets for model
+        chunks after the first; NeMo's MegatronParallel does the same), and so is every chunk
+        whose gradients are not reduced during the backward pass."""
+        if self.zero >= 3:  # FSDP gathers and reduces block by block on every stage
+            return _buckets(chunk, self.per_layer_params, self.bucket_size)
+        bucketed = self.stage == 0 and chunk.index == 0 and self.par.overlap_grad_reduce
+        return _buckets(chunk, self.per_layer_params, self.bucket_size if bucketed else None)
 
     def largest_bucket_params(self, chunk: Chunk) -> float:
         """Parameters of the chunk's largest gradient bucket."""

@@ -306,6 +306,14 @@ class ParallelismSpec(Spec):
         "to off (--overlap-grad-reduce, store_true, megatron/training/arguments.py): set false "
         "for a run that does not pass the flag."
     )
+    ddp_bucket_size: PositiveInt | None = Field(
+        default=None, description="Parameters per data-parallel gradient bucket (Megatron "
+        "--ddp-bucket-size). Absent: Megatron-Core's default, max(40M, 1M x dp). Megatron "
+        "buckets only the first pipeline stage's first model chunk: every other chunk reduces "
+        "its gradients as one bucket after its last backward pass (DistributedDataParallel "
+        "drops bucket_size where pp_rank > 0, get_model passes disable_bucketing for model "
+        "chunks after the first).",
+    )
     overlap_param_gather: bool = Field(
         default=True, description="ZeRO >= 1: gather updated weights during the next forward. "
         "On by default as NeMo's recipes set it; Megatron-LM defaults to off "
