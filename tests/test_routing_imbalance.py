@@ -131,3 +131,29 @@ def test_random_routing_is_slower_than_dealt_out_routing() -> None:
     steps = [simulate(load_scenario("llama3-8b-gh200", [*TINY_MOE, f"model.moe.routing={r}"]))
              .step_time_s for r in ("balanced", "random")]
     assert steps[1] > steps[0]
+
+
+def test_inspect_shows_the_expert_load_a_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    """`ghsim inspect` of a scenario gives each expert's tokens a pass and the busiest rank's
+    excess: 1,024 tokens x top-4 on 2 experts a rank is 2,048 copies an expert, times the
+    busiest rank's share, and none for a dense model."""
+    import json
+
+    from ghsim.cli import main
+    from ghsim.report.views import experts_view
+
+    sc = load_scenario("llama3-8b-gh200", [*TINY_MOE, "model.moe.routing=random"])
+    view = experts_view(sc)
+    imbalance = random_routing_imbalance(16, 4, 8, 8192)
+    assert view == {"routing": "random", "ep": 8, "busiest_rank_over_mean": imbalance,
+                    "tokens_per_expert": math.ceil(2048 * imbalance),
+                    "tokens_per_expert_spread": random_expert_spread(16, 4, 8192)}
+    assert experts_view(load_scenario("llama3-8b-gh200")) is None
+    assert main(["inspect", "llama3-8b-gh200", "--json",
+                 *(f"--set={o}" for o in [*TINY_MOE, "model.moe.routing=random"])]) == 0
+    shown = json.loads(capsys.readouterr().out)["experts"]
+    assert shown["tokens_per_expert"] == view["tokens_per_expert"]
+    assert main(["inspect", "llama3-8b-gh200",
+                 *(f"--set={o}" for o in [*TINY_MOE, "model.moe.routing=random"])]) == 0
+    shown_text = " ".join(capsys.readouterr().out.split())  # the table wraps its cells
+    assert "expert load a pass" in shown_text and "random routing: the busiest of 8" in shown_text

@@ -301,6 +301,16 @@ def clock_text(clock: dict[str, Any] | None) -> str | None:
     return f"{text}; {paced} the step"
 
 
+def experts_text(experts: dict[str, Any]) -> str:
+    """``routing``: the busiest expert rank's load over the mean, and each expert's tokens."""
+    spread = experts["tokens_per_expert_spread"]
+    rows = f"{experts['tokens_per_expert']:,}" + (f" +- {spread:,.0f}" if spread else "")
+    busiest = experts["busiest_rank_over_mean"] - 1
+    where = (f"the busiest of {experts['ep']} expert ranks {busiest:+.1%} over the mean; "
+             if experts["ep"] > 1 else "")
+    return f"{experts['routing']} routing: {where}{rows} token copies an expert"
+
+
 @_safe
 def render_scenario(view: dict[str, Any], console: Console) -> None:
     layout, training, par = view["layout"], view["training"], view["parallelism"]
@@ -317,6 +327,9 @@ def render_scenario(view: dict[str, Any], console: Console) -> None:
                   f"{layout['dp']}" + (f", vp {layout['vp']}" if layout["vp"] > 1 else "")
                   + (f"; experts ep {layout['ep']} x etp {layout['etp']} x edp {layout['edp']}"
                      if layout.get("moe") else ""))
+    experts = view.get("experts")
+    if experts:
+        table.add_row("expert load a pass", experts_text(experts))
     table.add_row("options", f"sequence parallel {par['sequence_parallel']}, ZeRO "
                   f"{par['zero_stage']}, recompute {par['recompute']}, offload "
                   f"{view['offload']['strategy']}")

@@ -12,6 +12,7 @@ from ghsim.costmodel.gpu import clock_view
 from ghsim.errors import LimitError
 from ghsim.version import __version__
 from ghsim.workload import model_flops_per_token, parameter_count
+from ghsim.workload.shapes import layer_shapes
 from ghsim.workload.summary import workload_view
 
 if TYPE_CHECKING:
@@ -119,6 +120,19 @@ def memory_view(scenario: Scenario) -> dict[str, Any]:
                       for tier in capacities}}
 
 
+def experts_view(scenario: Scenario) -> dict[str, Any] | None:
+    """A MoE layer's expert load on one rank, per micro-batch pass: the routing, the token
+    copies the busiest expert rank receives over the mean, and each of its experts' mean and
+    spread; None for a dense model."""
+    shapes = layer_shapes(scenario.spec, scenario.layout)
+    moe, spec = shapes.moe, scenario.spec.model.moe
+    if moe is None or spec is None:
+        return None
+    return {"routing": spec.routing, "ep": moe.ep, "busiest_rank_over_mean": moe.imbalance,
+            "tokens_per_expert": moe.rows_per_expert(shapes.sp_tokens),
+            "tokens_per_expert_spread": moe.expert_spread}
+
+
 def scenario_view(scenario: Scenario) -> dict[str, Any]:
     from ghsim.hardware import build_graph, system_totals
 
@@ -144,6 +158,7 @@ def scenario_view(scenario: Scenario) -> dict[str, Any]:
         "model_flops_per_token": per_token,
         "tokens_per_step": layout.tokens_per_step,
         "model_flops_per_step": per_token * layout.tokens_per_step,
+        "experts": experts_view(scenario),
         "memory_per_gpu": memory_view(scenario),
         "hbm_capacity_bytes": gpu.memory.capacity_bytes,
         "gpu_clock": clock_view(spec.system.node, scenario.source, spec.num_gpus),

@@ -17,7 +17,6 @@ pass, and gathers them again and reduce-scatters their gradients in the backward
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from ghsim.workload.ir import NO_DEDUP, Comm, Kernel, Step
@@ -382,7 +381,7 @@ def moe_block(s: LayerShapes) -> list[Step]:
                          backward_kernels=launches.backward,
                          host_syncs=m.multihot.forward_syncs,
                          backward_syncs=m.multihot.backward_syncs)]
-    per_expert = max(1, math.ceil(received * m.imbalance / m.local_experts))
+    per_expert = m.rows_per_expert(t)
     tokens = per_expert * m.local_experts
     up = 2 * m.expert_ffn if s.gated else m.expert_ffn
     steps += _fp8_cast("experts.up", tokens * h, s, m.local_experts)

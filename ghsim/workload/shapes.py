@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -66,6 +67,12 @@ class MoeShapes:
     router groups, groups a token may pick)."""
     bias: bool = False
     """The experts' linear layers carry biases (``model.bias``)."""
+
+    def rows_per_expert(self, sp_tokens: int) -> int:
+        """Token copies each local expert's GEMMs take on the busiest rank, in one pass of
+        ``sp_tokens`` routed by each rank (their mean; ``expert_spread`` around it)."""
+        received = sp_tokens * self.top_k * self.etp
+        return max(1, math.ceil(received * self.imbalance / self.local_experts))
 
 
 def moe_shapes(spec: ScenarioSpec, layout: Layout, sp_tokens: int) -> MoeShapes | None:
