@@ -227,7 +227,7 @@ def test_deepeps_nvlink_part_keeps_the_rings_rate() -> None:
     rank_class = lower(scenario).classes[0]
     # top-1 of one group: every copy goes to its rank, so the share sent is the plain one
     plan = planner.collective(rank_class, rank_class.groups["tp"], "all_to_all",
-                              dedup=(1, 1, 1))
+                              dedup=(1, 1, 1, False))
     wire = wire_bytes("all_to_all", 1e9, 8)
     assert makespan_s(plan.flows(wire), planner.capacity) == pytest.approx(
         wire / NCCL_NVLINK, rel=1e-3)

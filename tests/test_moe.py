@@ -165,10 +165,10 @@ def test_a_dense_model_has_no_expert_traffic() -> None:
 
 def test_deepep_sends_a_token_once_per_remote_domain() -> None:
     # 8 copies over 4 domains: 4 (1 - (3/4)^8) = 3.60 distinct domains of 8 copies
-    assert _deduplicated((8, 1, 1), 4) == pytest.approx(4 * (1 - 0.75 ** 8) / 8)
+    assert _deduplicated((8, 1, 1, False), 4) == pytest.approx(4 * (1 - 0.75 ** 8) / 8)
     # 4 of 8 groups, one group per domain: the token's experts fall on 4 domains at most
-    assert _deduplicated((8, 8, 4), 8) == pytest.approx(_deduplicated((8, 1, 1), 4))
-    assert _deduplicated((1, 1, 1), 4) == 1.0 and _deduplicated((8, 1, 1), 1) == 1.0
+    assert _deduplicated((8, 8, 4, False), 8) == pytest.approx(_deduplicated((8, 1, 1, False), 4))
+    assert _deduplicated((1, 1, 1, False), 4) == 1.0 and _deduplicated((8, 1, 1, False), 1) == 1.0
     base = [*_scenario(32, "parallelism.ep=32", global_batch=32), "model.moe.experts=64"]
     naive = simulate(load_scenario("llama3-8b-gh200", base))
     deepep = simulate(load_scenario("llama3-8b-gh200", [*base,
@@ -181,7 +181,7 @@ def test_deepep_inside_a_node_sends_a_token_once_per_rank() -> None:
     distinct ranks for its 4 copies, so DeepEP puts 0.828 of the copies' bytes on each GPU's
     NVLink port; with top-1 there is nothing to share and both dispatchers move the same."""
     share = 8 * (1 - (7 / 8) ** 4) / 4
-    assert _deduplicated((4, 1, 1), 8) == pytest.approx(share)
+    assert _deduplicated((4, 1, 1, False), 8) == pytest.approx(share)
 
     def port_bytes(overrides: list[str]) -> float:
         result = simulate(load_scenario("llama3-8b-gh200", overrides))
@@ -207,9 +207,9 @@ def test_a_group_limit_finer_than_the_domains_still_reaches_them_by_hand() -> No
     (1, 16, 36, 16, 1) / 70, and then all 8 experts miss them with (1 - j/4)^8: a token
     reaches 1.92 of the 2 nodes, not the one node a group-share of the nodes would give."""
     missed = (1 + 16 * 0.75 ** 8 + 36 * 0.5 ** 8 + 16 * 0.25 ** 8) / 70
-    assert _deduplicated((8, 8, 4), 2) == pytest.approx(2 * (1 - missed) / 8)
+    assert _deduplicated((8, 8, 4, False), 2) == pytest.approx(2 * (1 - missed) / 8)
     for domains in (2, 4, 8, 16, 64):  # a group limit never sends more than no limit
-        assert _deduplicated((8, 8, 4), domains) <= _deduplicated((8, 1, 1), domains)
+        assert _deduplicated((8, 8, 4, False), domains) <= _deduplicated((8, 1, 1, False), domains)
     # a router of 2^30 groups (a file can say so) stays cheap and between 1 and all domains
     assert 1.0 <= _domains_reached(8, 2**30, 2**29, 2) <= 2.0
     assert 1.0 <= _domains_reached(8, 2**30, 3, 2) <= 2.0

@@ -157,3 +157,38 @@ def test_inspect_shows_the_expert_load_a_pass(capsys: pytest.CaptureFixture[str]
                  *(f"--set={o}" for o in [*TINY_MOE, "model.moe.routing=random"])]) == 0
     shown_text = " ".join(capsys.readouterr().out.split())  # the table wraps its cells
     assert "expert load a pass" in shown_text and "random routing: the busiest of 8" in shown_text
+
+
+def test_dealt_routing_sends_a_token_to_the_one_rank_its_block_lies_on() -> None:
+    """NeMo Automodel's FakeBalancedGate gives token i experts 4i .. 4i + 3 (mod 16): 16
+    experts on 8 ranks hold 2 each, so a block spans 2 ranks, and DeepEP sends the token to
+    those 2: half its copies travel, where random experts reach 8 (1 - (7/8)^4) = 3.31 ranks.
+    With 32 experts (4 a rank) a block lies on one rank: a quarter travel."""
+    from ghsim.fabric.traffic import _deduplicated
+
+    deepep = [*TINY_MOE, "parallelism.moe_dispatcher=deepep"]
+    dealt = _experts_up(*deepep, "model.moe.routing=dealt").moe
+    balanced = _experts_up(*deepep, "model.moe.routing=balanced").moe
+    assert dealt is not None and balanced is not None
+    assert dealt.dedup == (4, 4, 1, True) and (dealt.imbalance, dealt.expert_spread) == (1.0, 0.0)
+    assert _deduplicated(dealt.dedup, 8) == pytest.approx(2 / 4)
+    assert _deduplicated(balanced.dedup, 8) == pytest.approx(8 * (1 - (7 / 8) ** 4) / 4)
+    wide = _experts_up(*deepep, "model.moe.routing=dealt", "model.moe.experts=32").moe
+    assert wide is not None and _deduplicated(wide.dedup, 8) == pytest.approx(1 / 4)
+
+
+def test_picked_groups_lie_on_the_domains_by_hand() -> None:
+    """4 of 8 groups on 2 domains of 4 groups: a domain is missed only when all 4 picked
+    groups lie on the other, 1 in C(8, 4) = 70; a group spanning 2 of 8 domains covers 2."""
+    from ghsim.fabric.traffic import _domains_of_groups
+
+    assert _domains_of_groups(8, 4, 2) == pytest.approx(2 * (1 - 1 / 70))
+    assert _domains_of_groups(4, 1, 8) == 2.0
+
+
+def test_dealt_routing_needs_whole_blocks() -> None:
+    from ghsim.errors import InputError
+
+    with pytest.raises(InputError, match="multiple of top_k"):
+        load_scenario("llama3-8b-gh200", [*TINY_MOE, "model.moe.routing=dealt",
+                                          "model.moe.top_k=3"])

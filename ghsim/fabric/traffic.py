@@ -37,7 +37,7 @@ from ghsim.fabric import nccl
 from ghsim.fabric.links import Efficiencies, efficiencies, link_id, link_kind
 from ghsim.fabric.sharing import Path, make_path, makespan_s
 from ghsim.hardware.graph import Endpoint, Hop, SystemGraph, build_graph, tier_name
-from ghsim.workload.ir import NO_DEDUP, Group, RankClass
+from ghsim.workload.ir import NO_DEDUP, Dedup, Group, RankClass
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def _log_comb(n: int, r: int) -> float:
     return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
 
 
-def _deduplicated(dedup: tuple[int, int, int], domains: int) -> float:
+def _deduplicated(dedup: Dedup, domains: int) -> float:
     """The share of an all-to-all's token copies that travel to ``domains`` when each token
     goes once to each domain it is routed to (DeepEP, HybridEP): ``dedup`` is the token's
     copies (``top_k``) and its router's groups and picked groups (group-limited routing), so
@@ -107,11 +107,28 @@ def _deduplicated(dedup: tuple[int, int, int], domains: int) -> float:
     domains it is what crosses the network (deepseek-ai/DeepEP ``internode::dispatch``: a
     token once per remote node); with the group's ranks it is what DeepEP's NVLink part sends
     (``intranode::dispatch`` over ``is_token_in_rank``: once per rank, which copies it to each
-    of its experts)."""
-    k, groups, picked = dedup
+    of its experts). A token that takes its picked groups whole (``dedup[3]``, dealt blocks)
+    reaches exactly the domains they lie on."""
+    k, groups, picked, whole = dedup
     if k <= 1 or domains <= 1:
         return 1.0
+    if whole:
+        return min(1.0, _domains_of_groups(groups, picked, domains) / k)
     return min(1.0, _domains_reached(k, groups, picked, domains) / k)
+
+
+def _domains_of_groups(groups: int, picked: int, domains: int) -> float:
+    """Expected number of ``domains`` that ``picked`` random groups of ``groups`` (equal
+    contiguous shares of the experts) lie on: each group spans ``domains / groups`` domains
+    where groups are the larger, and otherwise a domain holding ``per`` groups is missed when
+    none of its groups is picked."""
+    if groups <= domains:
+        return picked * domains / groups
+    others = groups - round(groups / domains)  # the groups on the other domains
+    if others < picked:
+        return float(domains)
+    missed = math.exp(_log_comb(others, picked) - _log_comb(groups, picked))
+    return domains * (1 - missed)
 
 
 class TrafficPlanner:
@@ -298,7 +315,7 @@ class TrafficPlanner:
     # -- transfers ----------------------------------------------------------------------------
 
     def collective(self, rank_class: RankClass, group: Group, collective: str,
-                   wire_bytes: float | None = None, dedup: tuple[int, int, int] = NO_DEDUP) -> Plan:
+                   wire_bytes: float | None = None, dedup: Dedup = NO_DEDUP) -> Plan:
         """How a collective of ``group`` runs for ``rank_class``: its flows as fractions of
         each member's wire bytes (``wire_bytes(collective, message, n)``), with the algorithm
         and protocol NCCL picks for ``wire_bytes`` (large messages when not given)."""
@@ -328,7 +345,7 @@ class TrafficPlanner:
                     choice.wire_factor)
 
     def _collective(self, rank_class: RankClass, group: Group, collective: str,
-                    dedup: tuple[int, int, int] = NO_DEDUP) -> Plan:
+                    dedup: Dedup = NO_DEDUP) -> Plan:
         n = group.size
         if n <= 1:
             return Plan("none", 0.0, ())

@@ -77,7 +77,10 @@ class Kernel:
         return self.kernels + self.groups - 1
 
 
-NO_DEDUP = (0, 1, 1)
+Dedup = tuple[int, int, int, bool]
+"""``Comm.dedup``: a token's copies (``top_k``), its router's expert groups, how many of them
+it may pick, and whether it takes the picked groups' experts whole (a dealt block)."""
+NO_DEDUP: Dedup = (0, 1, 1, False)
 """``Comm.dedup`` of an all-to-all that sends every token copy."""
 
 
@@ -91,11 +94,13 @@ class Comm:
     bytes: float
     """Message size: the full buffer each rank contributes or receives."""
     group_size: int
-    dedup: tuple[int, int, int] = NO_DEDUP
+    dedup: Dedup = NO_DEDUP
     """An all-to-all whose dispatcher sends each token once to each rank and each remote
     NVLink domain it is routed to (DeepEP): the token's copies (``top_k``), the router's
     expert groups and how many of them a token may pick (group-limited routing; ``1, 1``
-    without); :data:`NO_DEDUP`: every copy travels."""
+    without), and whether a token takes its picked groups' experts whole (NeMo Automodel's
+    dealt blocks of ``top_k`` experts in a row, ``experts / top_k`` groups of which it picks
+    one); :data:`NO_DEDUP`: every copy travels."""
     host_sync: bool = False
     """The framework thread waits here until the GPU has run everything before: a MoE
     dispatch needs each expert's token count on the host to size its buffers and grouped

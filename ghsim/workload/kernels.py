@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ghsim.workload.ir import NO_DEDUP, Comm, Kernel, Step
+from ghsim.workload.ir import NO_DEDUP, Comm, Dedup, Kernel, Step
 from ghsim.workload.shapes import LayerShapes
 
 
@@ -323,7 +323,7 @@ def _expert_bias(tokens: int, h: int, experts: int, s: LayerShapes) -> Kernel:
 
 
 def _ep(name: str, collective: str, nbytes: float, group: str, size: int,
-        dedup: tuple[int, int, int] = NO_DEDUP, host_sync: bool = False) -> list[Step]:
+        dedup: Dedup = NO_DEDUP, host_sync: bool = False) -> list[Step]:
     if size == 1:
         return []
     return [Comm(name, collective, group, nbytes, size, dedup,  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from typing import Literal
 from ghsim.config.layout import Layout
 from ghsim.config.schema import ScenarioSpec
 from ghsim.workload.imbalance import random_expert_spread, random_routing_imbalance
-from ghsim.workload.ir import NO_DEDUP
+from ghsim.workload.ir import NO_DEDUP, Dedup
 from ghsim.workload.modelsize import mla_dims
 from ghsim.workload.routing import (
     Launches,
@@ -62,7 +62,7 @@ class MoeShapes:
     multihot: Multihot | None
     """DeepEP's conversion of the received expert indices (None with the all-to-all
     dispatcher or without expert parallelism)."""
-    dedup: tuple[int, int, int] = NO_DEDUP
+    dedup: Dedup = NO_DEDUP
     """The all-to-alls' deduplication (``Comm.dedup``) with the deepep dispatcher: (top_k,
     router groups, groups a token may pick)."""
     bias: bool = False
@@ -94,8 +94,11 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout, sp_tokens: int) -> MoeShapes 
         imbalance, spread = min(imbalance, moe.capacity_factor), 0.0
     shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or 0)
     dedup = NO_DEDUP
-    if spec.parallelism.moe_dispatcher == "deepep":
-        dedup = (moe.top_k, moe.router_groups or 1, moe.router_topk_groups or 1)
+    if spec.parallelism.moe_dispatcher == "deepep" and moe.routing == "dealt":
+        # a token's experts in a row: one of experts / top_k blocks, taken whole
+        dedup = (moe.top_k, moe.experts // moe.top_k, 1, True)
+    elif spec.parallelism.moe_dispatcher == "deepep":
+        dedup = (moe.top_k, moe.router_groups or 1, moe.router_topk_groups or 1, False)
     routing = routing_kernels(moe.router, moe.router_groups is not None, moe.load_balancing,
                               moe.expert_bias, moe.routing == "random",
                               spec.training.moe_router_fusion)

@@ -108,10 +108,13 @@ class MoeSpec(Spec):
         "scores for the top-k choice, and each layer counting its tokens per expert for the "
         "bias's update.",
     )
-    routing: Literal["balanced", "random", "measured"] = Field(
+    routing: Literal["balanced", "dealt", "random", "measured"] = Field(
         default="balanced", description="balanced: every expert receives exactly the same "
-        "number of tokens (NeMo Automodel's FakeBalancedGate, which deals the experts out in "
-        "turn); random: each token's experts are a random set (Megatron "
+        "number of tokens, each token's experts spread over the ranks as a random set's; "
+        "dealt: NeMo Automodel's FakeBalancedGate, which gives token i experts i k to i k + "
+        "k - 1 (mod experts): every expert the same tokens, and a token's experts in a row, "
+        "on the fewest ranks DeepEP then sends it to; random: each token's experts are a "
+        "random set (Megatron "
         "--moe-router-force-load-balancing, as NVIDIA's MoE benchmarks run: random logits "
         "replace the router's, two more small kernels, and the rest of the routing still "
         "runs), balanced on average, but each layer pass waits for the busiest rank of the "
@@ -137,6 +140,11 @@ class MoeSpec(Spec):
             raise ValueError("shared_experts > 0 needs shared_expert_ffn_hidden")
         if self.shared_experts == 0 and self.shared_expert_ffn_hidden is not None:
             raise ValueError("shared_expert_ffn_hidden is given but shared_experts is 0")
+        if self.routing == "dealt" and (self.experts % self.top_k or self.router_groups):
+            raise ValueError(
+                f"routing 'dealt' (FakeBalancedGate's blocks of top_k experts in a row) needs "
+                f"experts ({self.experts}) to be a multiple of top_k ({self.top_k}) and no "
+                "router_groups")
         if (self.router_groups is None) != (self.router_topk_groups is None):
             raise ValueError("give both router_groups and router_topk_groups, or neither")
         if self.router_groups is not None and self.router_topk_groups is not None:
