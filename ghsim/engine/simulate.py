@@ -40,6 +40,8 @@ _WHY = {
            "launched later than the GPU could run them)",
     "offload": "copies between HBM and host memory over the host link are exposed",
     "migration": "unified-memory page migration stalls the kernels that fault",
+    "data_loading": "the data loader's workers cannot read the step's samples as fast as the "
+                    "GPUs consume them, however far ahead they prefetch",
 }
 
 
@@ -301,6 +303,18 @@ def _kernel_issue(spec: ScenarioSpec, workload: Workload) -> KernelIssue:
     return KernelIssue(per_kernel * 1e-6, spec.training.cuda_graphs, extra * 1e-6, backward)
 
 
+def data_loading_s(scenario: Scenario) -> float:
+    """Seconds a rank's data loader needs, in steady state, for one step's samples (every
+    micro-batch's, read by its workers side by side; ``training.data_loading``): a step takes
+    at least this, since the loader runs ahead of the training loop but cannot outpace its own
+    workers. 0 where the scenario does not say."""
+    loading = scenario.spec.training.data_loading
+    if loading is None:
+        return 0.0
+    samples = scenario.layout.micro_batches * scenario.spec.training.micro_batch
+    return samples * loading.sample_read_ms * 1e-3 / loading.workers
+
+
 def simulate(scenario: Scenario) -> Result:
     """Simulate one optimizer step of ``scenario``."""
     with _collector_paused():
@@ -323,6 +337,13 @@ def _simulate(scenario: Scenario) -> Result:
     parts, compute = breakdown(timeline)
     if spec.microbenchmark is not None:
         return _microbenchmark_result(scenario, timeline, parts, compute)
+    loader, loading = data_loading_s(scenario), []
+    if loader > step:  # the GPUs wait for samples (not in the trace, which shows their work)
+        parts["data_loading"] = loader - step
+        loading = [f"the data loader paces the step: {loader:.3g} s of sample reads a step "
+                   f"against {step:.3g} s of GPU work (training.data_loading); the trace shows "
+                   "the work only"]
+        step = loader
     host_link = spec.system.node.gpu.gpu.host_link.type if spec.system.node.gpu.gpu else "c2c"
     # A replayed trace carries neither tokens nor model FLOPs: those rates are not applicable.
     tokens_per_s = layout.tokens_per_step / step if workload.tokens_per_step else None
@@ -334,6 +355,7 @@ def _simulate(scenario: Scenario) -> Result:
     warnings += _replay_warnings(workload, timeline)
     cap = unmodelled_power_cap(spec.system.node)
     warnings += [cap] if cap else []
+    warnings += loading
     return Result(
         step_time_s=step,
         tokens_per_s=tokens_per_s,

@@ -28,6 +28,21 @@ Attention = Literal["flash", "flash2", "standard"]
 """Which attention kernels run (``training.attention``)."""
 
 
+class DataLoadingSpec(Spec):
+    """How fast a rank's data loader produces training samples (``training.data_loading``)."""
+
+    workers: PositiveInt = Field(
+        default=2, description="Worker processes reading samples for a rank, all at once "
+        "(Megatron-LM --num-workers, default 2; PyTorch DataLoader num_workers).",
+    )
+    sample_read_ms: PositiveFloat = Field(
+        description="Time one worker takes to produce one sample (storage reads, index "
+        "lookups, collation), measured on the system: a profile of the loader or a benchmark "
+        "of the storage the samples come from.",
+    )
+    source: Name = Field(description="Where sample_read_ms comes from.")
+
+
 class TrainingSpec(Spec):
     """What one optimizer step processes, in which precision, with which optimizer.
 
@@ -160,6 +175,13 @@ class TrainingSpec(Spec):
         "found inside the cast, which also writes one FP32 scale per 128 values. In every "
         "recipe attention, norms and the output layer (Megatron's, not a TE module) stay BF16. "
         "Default: delayed.",
+    )
+    data_loading: DataLoadingSpec | None = Field(
+        default=None, description="The data loader, where reading samples may not keep up "
+        "with the GPUs: its workers run ahead of the training loop (PyTorch prefetches), so "
+        "in steady state a step takes at least the micro-batches' samples x sample_read_ms / "
+        "workers, per rank that loads (Megatron: the first tensor-parallel rank of the first "
+        "and last pipeline stages). Absent: loading is hidden behind the step.",
     )
     cuda_graphs: bool = Field(
         default=False, description="Replay each compute op (a layer's forward or backward "
