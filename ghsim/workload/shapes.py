@@ -64,7 +64,8 @@ class MoeShapes:
     dispatcher or without expert parallelism)."""
     dedup: Dedup = NO_DEDUP
     """The all-to-alls' deduplication (``Comm.dedup``) with the deepep dispatcher: (top_k,
-    router groups, groups a token may pick)."""
+    router groups, groups a token may pick, whether it takes them whole: dealt routing's
+    blocks)."""
     bias: bool = False
     """The experts' linear layers carry biases (``model.bias``)."""
 
