@@ -14,7 +14,7 @@ once per layer pass shows there as a constant. The commit that added the table
 (examples/qwen3/run_235b.sh: all with forced load balancing) and its container
 (dockers/Dockerfile: Transformer Engine release_v2.2 on NGC PyTorch 25.02), so every row is
 costed with TE 2.2's grouped GEMM (``training.grouped_gemm_gap_us`` 7.07, inherited from the
-base point). Every row forces balance with random router logits (``model.moe.routing: random``,
+base point). Every row forces balance with random router logits (``model.moe.routing: balanced``,
 inherited too): each pass waits for the busiest expert rank. The two ``main(1e057005)`` rows at
 micro-batch 1 still miss by 3.3-3.8 ms a pass, the ``moe_dev`` rows by under 1 ms; the tp2 ep32
 DeepEP row and the tp2 ep8 pp32 all-to-all row come out ordered as measured, but 0.003 s apart

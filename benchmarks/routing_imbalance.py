@@ -1,6 +1,6 @@
 """Random routing's busiest expert rank, closed form against routing drawn as Megatron draws it.
 
-``model.moe.routing: random`` (Megatron's ``--moe-router-force-load-balancing``: normal logits,
+``model.moe.routing: balanced`` (Megatron's ``--moe-router-force-load-balancing``: normal logits,
 group-limited top-k where the model has groups, then top-k) makes every expert equally loaded
 only on average; each layer pass waits for the busiest rank of the expert-parallel group.
 ``ghsim.workload.imbalance`` gives that rank's expected load over the mean in closed form. This

@@ -37,7 +37,9 @@ TINY_MOE = ["system=dgx-h100", "model=qwen3-30b-a3b", f"model.layers={LAYERS}",
             f"model.moe.experts={EXPERTS}", f"model.moe.top_k={TOP_K}",
             f"model.moe.expert_ffn_hidden={EFFN}", "training.seq_len=1024",
             "training.micro_batch=1", "training.precision=bf16", "parallelism.recompute=none",
-            "offload.strategy=none"]
+            "offload.strategy=none", "model.moe.routing=dealt"]
+"""A tiny MoE whose experts are dealt out exactly (by-hand counts; balanced routing's random
+loads are tests/test_routing_imbalance.py's)."""
 
 
 SP = "parallelism.sequence_parallel=true"
@@ -189,7 +191,8 @@ def test_deepep_inside_a_node_sends_a_token_once_per_rank() -> None:
                     if link["name"] == "n0.gpu0>n0.nvswitch")
 
     for top_k, expected in ((TOP_K, share), (1, 1.0)):
-        base = [*_scenario(8, "parallelism.ep=8"), f"model.moe.top_k={top_k}"]
+        base = [*_scenario(8, "parallelism.ep=8"), f"model.moe.top_k={top_k}",
+                "model.moe.routing=balanced"]  # random experts (dealt blocks: one rank)
         sent = collective_bytes(lower(load_scenario("llama3-8b-gh200", base)).classes[0])["ep"]
         # the all-to-all dispatcher also all-gathers the tokens per expert, which DeepEP's
         # notify kernel exchanges without NCCL: LAYERS x 7 ranks' EXPERTS 8-byte counts, on
@@ -746,15 +749,15 @@ def _moe_steps(*extra: str) -> dict[str, Kernel | Comm]:
     (("model.moe.load_balancing=none", "training.moe_router_fusion=true"), (3, 2), (15, 3)),
     (("parallelism.moe_dispatcher=deepep",), (29, 10), (8, 6)),
     (("parallelism.ep=8",), (29, 10), (10, 1)),  # 2 experts a rank: one local expert
-    (("model.moe.routing=balanced",), (27, 10), (15, 3)),  # dealt out: no random logits
+    (("model.moe.routing=dealt",), (27, 10), (15, 3)),  # dealt out: no random logits
 ])
 def test_a_moe_layer_launches_its_routing_and_dispatch_kernels(
         extra: tuple[str, ...], routing: tuple[int, int], dispatch: tuple[int, int]) -> None:
     """The lowered layer's routing and dispatcher steps launch the counted kernels, forward and
-    backward (Megatron's forced balance, random routing, as NVIDIA's benchmarks run); the
+    backward (Megatron's forced balance, balanced routing, as NVIDIA's benchmarks run); the
     all-to-all dispatcher all-gathers the tokens per expert over the expert-parallel group
     first, DeepEP does not."""
-    steps = _moe_steps("parallelism.ep=4", "model.moe.experts=8", "model.moe.routing=random",
+    steps = _moe_steps("parallelism.ep=4", "model.moe.experts=8", "model.moe.routing=balanced",
                        *extra)
     for name, (forward, backward) in (("router.routing", routing), ("moe.preprocess", dispatch)):
         assert (steps[name].kernels, steps[f"{name}.bwd"].kernels) == (forward, backward)

@@ -1,7 +1,8 @@
-"""Random routing (Megatron's --moe-router-force-load-balancing): the busiest expert rank's
-expected load and each expert's spread in closed form, against a by-hand case and against
-routing drawn as Megatron draws it (normal logits, top-k, group-limited where asked); the
-grouped GEMMs' expected partial tiles; and what the scenario does with them."""
+"""Balanced routing as Megatron forces it (--moe-router-force-load-balancing, random sets):
+the busiest expert rank's expected load and each expert's spread in closed form, against a
+by-hand case and against routing drawn as Megatron draws it (normal logits, top-k,
+group-limited where asked); the grouped GEMMs' expected partial tiles; what the scenario does
+with them; and NeMo Automodel's dealt blocks."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from ghsim.workload.imbalance import random_expert_spread, random_routing_imbala
 from ghsim.workload.shapes import layer_shapes
 from tests.test_moe import TINY_MOE as _TINY
 
-TINY_MOE = [*_TINY, "num_gpus=8", "training.global_batch=8", "parallelism.ep=8"]
+TINY_MOE = [*_TINY, "num_gpus=8", "training.global_batch=8", "parallelism.ep=8",
+            "model.moe.routing=balanced"]
 """The tiny MoE of tests/test_moe.py (16 experts, top-4, 1,024 tokens a rank) on 8 ranks."""
 
 
@@ -116,20 +118,20 @@ def _experts_up(*extra: str):  # type: ignore[no-untyped-def]
 
 def test_random_routing_gives_the_busiest_rank_its_excess_and_each_expert_its_spread() -> None:
     """8 ranks of 2 experts, 1,024 tokens each, top-4 of 16: the group routes 8,192 tokens."""
-    moe = _experts_up("model.moe.routing=random").moe
+    moe = _experts_up("model.moe.routing=balanced").moe
     assert moe is not None
     assert moe.imbalance == pytest.approx(random_routing_imbalance(16, 4, 8, 8192))
     assert moe.expert_spread == pytest.approx(random_expert_spread(16, 4, 8192))
-    balanced = _experts_up("model.moe.routing=balanced").moe
-    assert balanced is not None and (balanced.imbalance, balanced.expert_spread) == (1.0, 0.0)
+    dealt = _experts_up("model.moe.routing=dealt").moe
+    assert dealt is not None and (dealt.imbalance, dealt.expert_spread) == (1.0, 0.0)
     # token dropping pads every expert to its capacity: no excess, no spread
-    dropped = _experts_up("model.moe.routing=random", "model.moe.capacity_factor=1.0").moe
+    dropped = _experts_up("model.moe.routing=balanced", "model.moe.capacity_factor=1.0").moe
     assert dropped is not None and (dropped.imbalance, dropped.expert_spread) == (1.0, 0.0)
 
 
-def test_random_routing_is_slower_than_dealt_out_routing() -> None:
+def test_random_sets_are_slower_than_dealt_blocks() -> None:
     steps = [simulate(load_scenario("llama3-8b-gh200", [*TINY_MOE, f"model.moe.routing={r}"]))
-             .step_time_s for r in ("balanced", "random")]
+             .step_time_s for r in ("dealt", "balanced")]
     assert steps[1] > steps[0]
 
 
@@ -142,21 +144,21 @@ def test_inspect_shows_the_expert_load_a_pass(capsys: pytest.CaptureFixture[str]
     from ghsim.cli import main
     from ghsim.report.views import experts_view
 
-    sc = load_scenario("llama3-8b-gh200", [*TINY_MOE, "model.moe.routing=random"])
+    sc = load_scenario("llama3-8b-gh200", [*TINY_MOE, "model.moe.routing=balanced"])
     view = experts_view(sc)
     imbalance = random_routing_imbalance(16, 4, 8, 8192)
-    assert view == {"routing": "random", "ep": 8, "busiest_rank_over_mean": imbalance,
+    assert view == {"routing": "balanced", "ep": 8, "busiest_rank_over_mean": imbalance,
                     "tokens_per_expert": math.ceil(2048 * imbalance),
                     "tokens_per_expert_spread": random_expert_spread(16, 4, 8192)}
     assert experts_view(load_scenario("llama3-8b-gh200")) is None
     assert main(["inspect", "llama3-8b-gh200", "--json",
-                 *(f"--set={o}" for o in [*TINY_MOE, "model.moe.routing=random"])]) == 0
+                 *(f"--set={o}" for o in [*TINY_MOE, "model.moe.routing=balanced"])]) == 0
     shown = json.loads(capsys.readouterr().out)["experts"]
     assert shown["tokens_per_expert"] == view["tokens_per_expert"]
     assert main(["inspect", "llama3-8b-gh200",
-                 *(f"--set={o}" for o in [*TINY_MOE, "model.moe.routing=random"])]) == 0
+                 *(f"--set={o}" for o in [*TINY_MOE, "model.moe.routing=balanced"])]) == 0
     shown_text = " ".join(capsys.readouterr().out.split())  # the table wraps its cells
-    assert "expert load a pass" in shown_text and "random routing: the busiest of 8" in shown_text
+    assert "expert load a pass" in shown_text and "balanced routing: the busiest of 8" in shown_text
 
 
 def test_dealt_routing_sends_a_token_to_the_one_rank_its_block_lies_on() -> None:
@@ -168,7 +170,7 @@ def test_dealt_routing_sends_a_token_to_the_one_rank_its_block_lies_on() -> None
 
     deepep = [*TINY_MOE, "parallelism.moe_dispatcher=deepep"]
     dealt = _experts_up(*deepep, "model.moe.routing=dealt").moe
-    balanced = _experts_up(*deepep, "model.moe.routing=balanced").moe
+    balanced = _experts_up(*deepep).moe
     assert dealt is not None and balanced is not None
     assert dealt.dedup == (4, 4, 1, True) and (dealt.imbalance, dealt.expert_spread) == (1.0, 0.0)
     assert _deduplicated(dealt.dedup, 8) == pytest.approx(2 / 4)

@@ -1,5 +1,6 @@
 """How many more token copies the busiest expert rank receives than the mean when a router
-picks experts at random, as Megatron-Core's ``--moe-router-force-load-balancing`` does.
+picks experts at random, as Megatron-Core's ``--moe-router-force-load-balancing`` does
+(``model.moe.routing: balanced``).
 
 That flag replaces the router's logits by normal draws (``RandomSTE`` in
 ``megatron/core/transformer/moe/moe_utils.py``, NVIDIA/Megatron-LM core_r0.14.0 onwards, and

@@ -44,12 +44,12 @@ class MoeShapes:
     ep: int
     etp: int
     imbalance: float
-    """Token copies the busiest expert rank receives over the mean (1: balanced routing; with
-    random routing the expected busiest of the pass's random loads), capped by the capacity
-    factor when tokens are dropped."""
+    """Token copies the busiest expert rank receives over the mean (with balanced routing the
+    expected busiest of the pass's random loads; 1 when dealt), capped by the capacity factor
+    when tokens are dropped."""
     expert_spread: float
-    """Standard deviation of one expert's token copies in a pass around their mean (random
-    routing; 0 when every expert receives the same or is padded to its capacity)."""
+    """Standard deviation of one expert's token copies in a pass around their mean (balanced
+    routing's random sets; 0 when dealt, measured or padded to the capacity)."""
     routing: Launches
     """Kernels of the routing after the router GEMM (:func:`routing_kernels`)."""
     dispatch: Launches
@@ -85,7 +85,7 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout, sp_tokens: int) -> MoeShapes 
     imbalance, spread = 1.0, 0.0
     if moe.routing == "measured" and moe.imbalance:
         imbalance = moe.imbalance
-    elif moe.routing == "random":  # over the expert-parallel group's tokens of one pass
+    elif moe.routing == "balanced":  # random sets: over the group's tokens of one pass
         group_tokens = sp_tokens * layout.ep * layout.etp
         groups = (moe.router_groups or 1, moe.router_topk_groups or 1)
         imbalance = random_routing_imbalance(moe.experts, moe.top_k, layout.ep, group_tokens,
@@ -101,7 +101,7 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout, sp_tokens: int) -> MoeShapes 
     elif spec.parallelism.moe_dispatcher == "deepep":
         dedup = (moe.top_k, moe.router_groups or 1, moe.router_topk_groups or 1, False)
     routing = routing_kernels(moe.router, moe.router_groups is not None, moe.load_balancing,
-                              moe.expert_bias, moe.routing == "random",
+                              moe.expert_bias, moe.routing == "balanced",
                               spec.training.moe_router_fusion)
     local = moe.experts // layout.ep
     return MoeShapes(

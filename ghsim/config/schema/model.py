@@ -108,19 +108,18 @@ class MoeSpec(Spec):
         "scores for the top-k choice, and each layer counting its tokens per expert for the "
         "bias's update.",
     )
-    routing: Literal["balanced", "dealt", "random", "measured"] = Field(
-        default="balanced", description="balanced: every expert receives exactly the same "
-        "number of tokens, each token's experts spread over the ranks as a random set's; "
-        "dealt: NeMo Automodel's FakeBalancedGate, which gives token i experts i k to i k + "
-        "k - 1 (mod experts): every expert the same tokens, and a token's experts in a row, "
-        "on the fewest ranks DeepEP then sends it to; random: each token's experts are a "
-        "random set (Megatron "
-        "--moe-router-force-load-balancing, as NVIDIA's MoE benchmarks run: random logits "
+    routing: Literal["balanced", "dealt", "measured"] = Field(
+        default="balanced", description="balanced: forced balance as Megatron runs it "
+        "(--moe-router-force-load-balancing, as NVIDIA's MoE benchmarks do: random logits "
         "replace the router's, two more small kernels, and the rest of the routing still "
-        "runs), balanced on average, but each layer pass waits for the busiest rank of the "
-        "expert-parallel group, which receives the expected largest of the ranks' random "
-        "loads (ghsim.workload.imbalance); measured: the router's real choices, the busiest "
-        "expert rank receiving `imbalance` times the mean.",
+        "runs), so each token's experts are a random set: every expert gets the same tokens "
+        "on average, but each layer pass waits for the busiest rank of the expert-parallel "
+        "group, which receives the expected largest of the ranks' random loads, and each "
+        "expert's random share pays its own partial GEMM tile (ghsim.workload.imbalance); "
+        "dealt: NeMo Automodel's FakeBalancedGate, which gives token i experts i k to i k + "
+        "k - 1 (mod experts): every expert exactly the same tokens, and a token's experts in "
+        "a row, on the fewest ranks DeepEP then sends it to; measured: the router's real "
+        "choices, the busiest expert rank receiving `imbalance` times the mean.",
     )
     imbalance: float | None = Field(
         default=None, ge=1.0, description="Tokens of the busiest expert rank divided by the "
@@ -170,7 +169,7 @@ class MoeSpec(Spec):
         elif self.imbalance is not None or self.imbalance_source is not None:
             raise ValueError(
                 "imbalance and imbalance_source go with routing: measured (balanced and "
-                "random routing have their own)"
+                "dealt routing have their own)"
             )
         return self
 
