@@ -262,6 +262,17 @@ def test_random_overrides(texts: list[str]) -> None:
     assert SCENARIO.read_bytes() == before
 
 
+@pytest.mark.parametrize("text", ["system.node.gpu={}", "system.node={}",
+                                  "system.node.gpu.gpu={}"])
+def test_an_override_that_replaces_a_files_part_is_blamed_for_it(text: str) -> None:
+    """Found by test_random_overrides: an override replacing a whole referenced part with an
+    empty mapping was reported as the part's file missing its keys; the override is at fault."""
+    with pytest.raises(InputError) as caught:
+        load_scenario(SCENARIO, [text])
+    assert_one_line(caught.value, "--set")
+    assert "--set" in str(caught.value)
+
+
 def test_overrides_that_are_fine_still_load() -> None:
     """The strategies above do reach success: a sanity check of the harness."""
     scenario = load_scenario(SCENARIO, ["parallelism.tp=8", "training.global_batch=256"])

@@ -171,6 +171,9 @@ class _Tree:
         self._replace_alternative(override, container)
         container[override.path[-1]] = override.value  # type: ignore[index]
         self.overrides.append((override.path, override.label))
+        # the files that gave the replaced value give nothing under it any more
+        depth = len(override.path)
+        self.files = [(p, f) for p, f in self.files if p[:depth] != override.path]
 
     def _replace_alternative(self, override: Override, container: Any) -> None:
         """An override of one way to give a rate (``h2d_copy_gb_s``) replaces the other way
