@@ -36,13 +36,16 @@ TOKENS_PER_RANK = 512
 PASSES = 100
 
 
-def drawn(experts: int, top_k: int, groups: int, picked: int, ep: int, tokens: int,
-          rng: np.random.Generator) -> float:
-    """The busiest rank's load over the mean, averaged over drawn passes."""
+def drawn(experts: int, top_k: int, ep: int, tokens: int, groups: int, picked: int,
+          passes: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Route ``tokens`` tokens ``passes`` times as Megatron's forced balance does (normal
+    logits, the ``picked`` groups with the largest sums of their top ``top_k / picked``
+    logits, then the top-k among them): the busiest of ``ep`` ranks' load over the mean,
+    averaged, and the standard deviation of the first expert's copies."""
     per_group, local = experts // groups, experts // ep
-    ratios = []
-    for _ in range(PASSES):
-        logits = rng.standard_normal((tokens, experts), dtype=np.float32)
+    busiest, first = [], []
+    for _ in range(passes):
+        logits = rng.standard_normal((tokens, experts))
         if groups > 1:
             scores = np.sort(logits.reshape(tokens, groups, per_group), axis=2)
             best = np.argsort(-scores[:, :, -(top_k // picked):].sum(axis=2), axis=1)[:, :picked]
@@ -51,8 +54,9 @@ def drawn(experts: int, top_k: int, groups: int, picked: int, ep: int, tokens: i
             logits = np.where(np.repeat(allowed, per_group, axis=1), logits, -np.inf)
         chosen = np.argpartition(-logits, top_k, axis=1)[:, :top_k].ravel()
         loads = np.bincount(chosen // local, minlength=ep)
-        ratios.append(loads.max() / loads.mean())
-    return float(np.mean(ratios))
+        busiest.append(loads.max() / loads.mean())
+        first.append(np.count_nonzero(chosen == 0))
+    return float(np.mean(busiest)), float(np.std(first))
 
 
 def main() -> None:
@@ -64,7 +68,7 @@ def main() -> None:
                 continue
             tokens = TOKENS_PER_RANK * ep  # the group's tokens in a pass
             modelled = random_routing_imbalance(experts, top_k, ep, tokens, groups, picked)
-            measured = drawn(experts, top_k, groups, picked, ep, tokens, rng)
+            measured, _ = drawn(experts, top_k, ep, tokens, groups, picked, PASSES, rng)
             print(f"{name:16s} {ep:3d} {tokens:7,d} {100 * (modelled - 1):+11.2f}% "
                   f"{100 * (measured - 1):+7.2f}%")
     print(f"(the busiest rank's token copies over the mean; {PASSES} drawn passes each, whose "

@@ -7,6 +7,8 @@ with them; and NeMo Automodel's dealt blocks."""
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,9 @@ from ghsim.workload.imbalance import random_expert_spread, random_routing_imbala
 from ghsim.workload.shapes import layer_shapes
 from tests.test_moe import TINY_MOE as _TINY
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import routing_imbalance
+
 TINY_MOE = [*_TINY, "num_gpus=8", "training.global_batch=8", "parallelism.ep=8",
             "model.moe.routing=balanced"]
 """The tiny MoE of tests/test_moe.py (16 experts, top-4, 1,024 tokens a rank) on 8 ranks."""
@@ -27,25 +32,9 @@ TINY_MOE = [*_TINY, "num_gpus=8", "training.global_batch=8", "parallelism.ep=8",
 
 def _drawn(experts: int, top_k: int, ep: int, tokens: int, groups: int = 1, picked: int = 1,
            trials: int = 400) -> tuple[float, float]:
-    """The busiest rank's load over the mean and one expert's standard deviation, routing
-    ``tokens`` tokens as Megatron's forced balance does: normal logits, the ``picked`` groups
-    with the largest sums of their top ``top_k / picked`` logits, then the top-k among them."""
-    rng = np.random.default_rng(7)
-    per_group, local = experts // groups, experts // ep
-    busiest, first = [], []
-    for _ in range(trials):
-        logits = rng.standard_normal((tokens, experts))
-        if groups > 1:
-            scores = np.sort(logits.reshape(tokens, groups, per_group), axis=2)
-            best = np.argsort(-scores[:, :, -(top_k // picked):].sum(axis=2), axis=1)[:, :picked]
-            allowed = np.zeros((tokens, groups), dtype=bool)
-            np.put_along_axis(allowed, best, True, axis=1)
-            logits = np.where(np.repeat(allowed, per_group, axis=1), logits, -np.inf)
-        chosen = np.argpartition(-logits, top_k, axis=1)[:, :top_k].ravel()
-        loads = np.bincount(chosen // local, minlength=ep)
-        busiest.append(loads.max() / loads.mean())
-        first.append(np.count_nonzero(chosen == 0))
-    return float(np.mean(busiest)), float(np.std(first))
+    """benchmarks/routing_imbalance.py's drawing of Megatron's forced routing, seeded."""
+    return routing_imbalance.drawn(experts, top_k, ep, tokens, groups, picked, trials,
+                                   np.random.default_rng(7))
 
 
 def test_two_ranks_of_one_copy_by_hand() -> None:

@@ -127,8 +127,7 @@ def efficiencies(system: SystemSpec) -> Efficiencies:
     if gpu.nvlink is not None:
         busbw = gpu.nvlink.nccl_busbw_bytes_per_s()
         nvlink_nccl = busbw / gpu.nvlink.bandwidth_bytes_per_s if busbw else 1.0
-        alltoall = gpu.nvlink.alltoall_busbw_bytes_per_s()
-        nvlink_alltoall = alltoall / gpu.nvlink.bandwidth_bytes_per_s if alltoall else 1.0
+        nvlink_alltoall = gpu.nvlink.alltoall_efficiency or nvlink_nccl  # else the ring's
         nvls_busbw = gpu.nvlink.nvls_busbw_bytes_per_s()
         if nvls_busbw and node.nvlink.topology == "switch":
             nvls = nvls_busbw / gpu.nvlink.bandwidth_bytes_per_s

@@ -448,9 +448,8 @@ class _StageLowering:
         bucket_size where pp_rank > 0 or disable_bucketing, which get_model sets for model
         chunks after the first; NeMo's MegatronParallel does the same), and so is every chunk
         whose gradients are not reduced during the backward pass."""
-        if self.zero >= 3:  # FSDP gathers and reduces block by block on every stage
-            return _buckets(chunk, self.per_layer_params, self.bucket_size)
-        bucketed = self.stage == 0 and chunk.index == 0 and self.par.overlap_grad_reduce
+        first = self.stage == 0 and chunk.index == 0 and self.par.overlap_grad_reduce
+        bucketed = first or self.zero >= 3  # FSDP goes block by block on every stage
         return _buckets(chunk, self.per_layer_params, self.bucket_size if bucketed else None)
 
     def largest_bucket_params(self, chunk: Chunk) -> float:

@@ -95,11 +95,10 @@ def moe_shapes(spec: ScenarioSpec, layout: Layout, sp_tokens: int) -> MoeShapes 
         imbalance, spread = min(imbalance, moe.capacity_factor), 0.0
     shared = moe.shared_experts * (moe.shared_expert_ffn_hidden or 0)
     dedup = NO_DEDUP
-    if spec.parallelism.moe_dispatcher == "deepep" and moe.routing == "dealt":
-        # a token's experts in a row: one of experts / top_k blocks, taken whole
-        dedup = (moe.top_k, moe.experts // moe.top_k, 1, True)
-    elif spec.parallelism.moe_dispatcher == "deepep":
-        dedup = (moe.top_k, moe.router_groups or 1, moe.router_topk_groups or 1, False)
+    if spec.parallelism.moe_dispatcher == "deepep":
+        # dealt: a token's experts in a row, one of experts / top_k blocks taken whole
+        dedup = ((moe.top_k, moe.experts // moe.top_k, 1, True) if moe.routing == "dealt" else
+                 (moe.top_k, moe.router_groups or 1, moe.router_topk_groups or 1, False))
     routing = routing_kernels(moe.router, moe.router_groups is not None, moe.load_balancing,
                               moe.expert_bias, moe.routing == "balanced",
                               spec.training.moe_router_fusion)

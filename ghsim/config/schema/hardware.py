@@ -417,12 +417,6 @@ class NvlinkSpec(Spec):
         eff = self.nvls_allreduce_efficiency
         return None if eff is None else eff * self.bandwidth_bytes_per_s
 
-    def alltoall_busbw_bytes_per_s(self) -> float | None:
-        """NCCL all-to-all bus bandwidth per GPU in B/s: the measured one, else the ring's
-        (None if neither is given)."""
-        eff = self.alltoall_efficiency or self.nccl_efficiency
-        return None if eff is None else eff * self.bandwidth_bytes_per_s
-
 
 class HostLinkSpec(Spec):
     """The link between a GPU and its CPU: NVLink-C2C (GH200) or PCIe (DGX)."""
