@@ -6,12 +6,15 @@ fixed by the model, so their bandwidth follows from the trace alone:
 
 * ``cuApplyLayerNorm``: reads and writes 8192 tokens x 4096 fp16 values;
 * ``scaled_upper_triang_masked_softmax``: reads and writes 4 sequences x 4 heads (32 / TP 8) x
-  2048 x 2048 fp16 scores.
+  2048 x 2048 fp16 scores;
+* the cross-entropy's ``torch.exp`` (PyTorch's ``vectorized_elementwise_kernel``, one a rank):
+  reads and writes the rank's 8192 tokens x 6400 (51200 / TP 8) fp32 logits in place
+  (Megatron's ``vocab_parallel_cross_entropy``), a point-wise kernel on a contiguous tensor.
 
-The figures it prints are the sources of ``elementwise_bandwidth_gb_s`` and
-``softmax_bandwidth_gb_s`` in ``configs/hardware/a100-sxm4-80gb.yaml``. It then adds up each
-rank's compute kernels over the traced forward pass (NCCL's left out) against ghsim's kernels
-for the same forward pass of the same model on a DGX A100.
+The figures it prints are the sources of the element-wise, softmax and point-wise efficiencies
+of ``configs/hardware/a100-sxm4-80gb.yaml``. It then adds up each rank's compute kernels over
+the traced forward pass (NCCL's left out) against ghsim's kernels for the same forward pass of
+the same model on a DGX A100.
 Run: ``python benchmarks/trace_kernels.py [TRACES_DIR]``.
 """
 
@@ -27,12 +30,13 @@ DEFAULT = ROOT / "tests" / "data" / "traces" / "astra-sim_astra-sim"
 PATTERN = "my_test__inputs__workload__megatron-tp8__megatron_kineto_{}.json.gz"
 LAYERNORM_BYTES = 8192 * 4096 * 2 * 2
 SOFTMAX_BYTES = 4 * 4 * 2048 * 2048 * 2 * 2
+EXP_BYTES = 8192 * 6400 * 4 * 2
 
 
 def measure(folder: Path) -> dict[str, float]:
     """GB/s of the LayerNorm and softmax kernels over the eight ranks, and their count."""
-    norm = softmax = 0.0
-    norm_calls = softmax_calls = 0
+    norm = softmax = exp = 0.0
+    norm_calls = softmax_calls = exp_calls = 0
     for rank in range(8):
         with gzip.open(folder / PATTERN.format(rank), "rt") as handle:
             events = json.load(handle)["traceEvents"]
@@ -45,11 +49,16 @@ def measure(folder: Path) -> dict[str, float]:
             elif "scaled_upper_triang_masked_softmax" in event["name"]:
                 softmax += event["dur"] * 1e-6
                 softmax_calls += 1
+            elif "vectorized_elementwise_kernel" in event["name"] and "exp_kernel" in event["name"]:
+                exp += event["dur"] * 1e-6
+                exp_calls += 1
     return {
         "layernorm_gb_s": norm_calls * LAYERNORM_BYTES / norm / 1e9,
         "layernorm_kernels": norm_calls,
         "softmax_gb_s": softmax_calls * SOFTMAX_BYTES / softmax / 1e9,
         "softmax_kernels": softmax_calls,
+        "exp_gb_s": exp_calls * EXP_BYTES / exp / 1e9,
+        "exp_kernels": exp_calls,
     }
 
 
@@ -107,6 +116,7 @@ def main() -> int:
           f"{figures['layernorm_gb_s']:.0f} GB/s")
     print(f"masked softmax: {figures['softmax_kernels']:.0f} kernels, "
           f"{figures['softmax_gb_s']:.0f} GB/s")
+    print(f"point-wise exp: {figures['exp_kernels']:.0f} kernels, {figures['exp_gb_s']:.0f} GB/s")
     traced = traced_forward_s(folder)
     ghsim = ghsim_forward_s()
     print(f"forward pass, compute kernels: traced {1e3 * min(traced):.1f}-{1e3 * max(traced):.1f} "

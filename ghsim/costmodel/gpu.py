@@ -45,6 +45,9 @@ class GpuCostModel:
     attention_efficiency: dict[str, float]
     hbm_bytes_per_s: float
     elementwise_bytes_per_s: float
+    pointwise_bytes_per_s: float
+    """PyTorch's vectorized point-wise kernels (klass ``pointwise``): the part's
+    ``pointwise_efficiency``, or the element-wise rate where it gives none."""
     softmax_bytes_per_s: float
     sms: int
     tile: tuple[int, int]
@@ -205,6 +208,8 @@ class GpuCostModel:
             busy = kernel.bytes / self.hbm_bytes_per_s
         elif kernel.klass == "softmax":
             busy = kernel.bytes / self.softmax_bytes_per_s
+        elif kernel.klass == "pointwise":
+            busy = kernel.bytes / self.pointwise_bytes_per_s
         else:
             busy = kernel.bytes / self.elementwise_bytes_per_s
         return (busy + self.launch_s * kernel.kernels
@@ -234,7 +239,8 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
     if gpu is None:
         raise ConfigError(part.name, "gpu", "expected a GPU part")
     compute, memory = gpu.compute, gpu.memory
-    rates = {use: memory.rate_bytes_per_s(use) for use in ("stream", "elementwise", "softmax")}
+    rates = {use: memory.rate_bytes_per_s(use)
+             for use in ("stream", "elementwise", "pointwise", "softmax")}
     missing = [
         key for key, value in (
             ("gpu.compute.gemm_efficiency", compute.gemm_efficiency),
@@ -272,6 +278,7 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
         attention_efficiency={str(k): v for k, v in attention_efficiency.items()},
         hbm_bytes_per_s=rates["stream"] or 0.0,
         elementwise_bytes_per_s=rates["elementwise"] or 0.0,
+        pointwise_bytes_per_s=rates["pointwise"] or rates["elementwise"] or 0.0,
         softmax_bytes_per_s=rates["softmax"] or 0.0,
         sms=compute.sms,
         tile=(compute.gemm_tile[0], compute.gemm_tile[1]),

@@ -41,14 +41,15 @@ def _fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
     if op not in s.eager:
         return _eltwise(name, elements, s, reads=reads, klass=klass)
     forward, kernels, _, _ = _EAGER[op]
-    return Kernel(name, 0.0, elements * forward * s.act_bytes / 2, "bf16", (elements,), klass,
-                  kernels=kernels, eager=op)
+    return Kernel(name, 0.0, elements * forward * s.act_bytes / 2, "bf16", (elements,),
+                  "pointwise" if op in _VECTORIZED else klass, kernels=kernels, eager=op)
 
 
 _EAGER: dict[str, tuple[float, int, float, int]] = {
     "norm": (36.0, 5, 88.0, 10),
     "rope": (20.0, 5, 20.0, 5),
     "activation": (10.0, 2, 18.0, 3),
+    "gelu": (46.0, 10, 92.0, 19),
     "clamp": (8.0, 3, 15.0, 7),
 }
 """An op run as separate PyTorch kernels (``training.eager_ops``; Hugging Face Transformers'
@@ -61,11 +62,35 @@ downcast, scale and its reduction, square, the two gradients' sum, upcast). RoPE
 twice and adds (4 + 4 + 6); backward the products by sin and cos, the negation, the slices'
 copy and the sum. The gated MLP's ``act(gate) * up``: SiLU (2 + 2 per element of the
 up-projection's half) and the product (4 + 2); backward both products and SiLU's gradient.
+A GELU MLP's activation (``gelu``) is Megatron-LM's ``bias_gelu``, the tanh approximation with
+the up-projection's bias added (megatron/model/fused_bias_gelu.py at NVIDIA/Megatron-LM@f7727433),
+op by op, as ``torch.jit.script`` runs it under PyTorch 2.2 and later, where TorchScript's
+nvFuser is a no-op (pytorch/pytorch@v2.2.0 torch/csrc/jit/python/init.cpp:
+"_jit_set_nvfuser_enabled is deprecated and a no-op") and Megatron's
+``set_jit_fusion_options`` has turned the other fuser (NNC) off on the GPU; Megatron-LM moved
+to ``torch.compile`` on 2024-01-19 (473225f9, megatron/core/jit.py). Forward: the bias add
+(2 + 2), ``x * 0.5`` (2 + 2), ``0.79788456 * x`` (2 + 2), ``0.044715 * x`` (2 + 2), ``* x``
+(4 + 2), ``1 +`` (2 + 2), the product (4 + 2), tanh (2 + 2), ``1.0 +`` (2 + 2) and the product
+(4 + 2); ``bias_gelu_back`` recomputes the bias add and tanh (seven kernels, 32 bytes), builds
+``ff`` (eleven, 54 bytes) and multiplies it by the gradient (4 + 2). Fused, the same work
+reads the input and writes the output once (2 + 2), and backward reads two and writes one.
 A clamped gated activation's clamps (``model.activation_clamp``, Megatron-Core 0.15's
 ``weighted_bias_quick_geglu_impl``): each half clamped (2 + 2) and the halves concatenated
 (2 + 2); backward PyTorch's ``clamp_backward``, a mask and a ``where`` for the gate's upper
 bound (3 + 5 per element of its half), two masks, their ``and`` and a ``where`` for the
 linear half's two bounds (3 + 3 + 3 + 5), and the halves' gradients concatenated (2 + 2)."""
+
+_VECTORIZED = frozenset({"gelu"})
+"""Eager ops whose kernels are PyTorch's vectorized point-wise kernels, costed at the part's
+``pointwise_efficiency``: every operand contiguous and of one shape (the GEMM's output and
+what was computed from it; the bias add alone broadcasts, 4 of 46 bytes forward and 4 of 92
+backward, and is counted with them). The others run on strided views or broadcasts (RoPE on the
+QKV output's split heads and ``torch.cat``, a clamp on a chunk of the gated up-projection,
+RMSNorm's per-row scale and weight), which PyTorch's TensorIterator hands to its slower
+non-vectorized ``elementwise_kernel`` (ghsim's H200 trace of a plain PyTorch Llama 300M:
+SiLU on the up-projection's chunk at 0.30 of peak, its product at 0.45, a contiguous add at
+0.96; benchmarks/device/data/h200-2026-12-04/dense_llama-300m_steady_trace.json.gz), and stay
+at the element-wise rate."""
 
 _FP8_KERNELS_PER_TENSOR = {"delayed": 1, "tensorwise": 3, "blockwise": 1}
 """Kernels Transformer Engine launches to quantize one tensor (NVIDIA/TransformerEngine@v2.9
@@ -286,7 +311,8 @@ def _mlp_block(s: LayerShapes, norm_fused: bool = True) -> list[Step]:
     steps += [_gemm("mlp_up", t, up, h, s),
               # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
               # and the up halves; gelu, relu, squared_relu and xielu read one input
-              _fusable("mlp_act", "activation", t * s.ffn, s, reads=2 if s.gated else 1)]
+              _fusable("mlp_act", "activation" if s.gated else "gelu", t * s.ffn, s,
+                       reads=2 if s.gated else 1)]
     steps += _fp8_cast("mlp_down", t * s.ffn, s)
     steps += [_gemm("mlp_down", t, h, s.ffn, s)]
     steps += _tp("mlp.reduce_scatter", "reduce_scatter", s) if sp else _tp(

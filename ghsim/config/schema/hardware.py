@@ -26,15 +26,16 @@ from ghsim.config.schema.base import (
 )
 
 Dtype = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
-MemoryUse = Literal["read", "write", "stream", "elementwise", "softmax", "skinny_gemm"]
+MemoryUse = Literal["read", "write", "stream", "elementwise", "pointwise", "softmax",
+                    "skinny_gemm"]
 HostLinkUse = Literal["h2d_copy", "d2h_copy", "gpu_read_host", "gpu_write_host",
                       "cpu_read_device", "cpu_write_device"]
 SharpFraction = Annotated[float, Field(gt=0, le=2)]
 """An efficiency that may exceed 1: NVLink SHARP reduces in the switch, so its bus bandwidth can
 be above the links' own."""
 
-MEMORY_USES: tuple[MemoryUse, ...] = ("read", "write", "stream", "elementwise", "softmax",
-                                     "skinny_gemm")
+MEMORY_USES: tuple[MemoryUse, ...] = ("read", "write", "stream", "elementwise", "pointwise",
+                                     "softmax", "skinny_gemm")
 HOST_LINK_USES: tuple[HostLinkUse, ...] = ("h2d_copy", "d2h_copy", "gpu_read_host",
                                            "gpu_write_host", "cpu_read_device",
                                            "cpu_write_device")
@@ -107,6 +108,11 @@ class MemorySpec(Spec):
         "Bandwidth element-wise and normalization kernels reach in training (measured), below "
         "STREAM because they are short and irregular", "elementwise_efficiency",
         "peak_bandwidth_gb_s"))
+    pointwise_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
+        "Bandwidth PyTorch's vectorized point-wise kernels (add, mul, tanh on contiguous "
+        "tensors) reach (measured); a training.eager_ops op whose kernels are these runs at it. "
+        "Absent: such an op runs at the element-wise bandwidth", "pointwise_efficiency",
+        "peak_bandwidth_gb_s"))
     softmax_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
         "Bandwidth an unfused scale-mask-softmax over attention scores reaches in training "
         "(measured)", "softmax_efficiency", "peak_bandwidth_gb_s"))
@@ -122,6 +128,9 @@ class MemorySpec(Spec):
     elementwise_efficiency: Fraction | None = Field(default=None, description=_efficiency(
         "Bandwidth element-wise and normalization kernels reach in training",
         "peak_bandwidth_gb_s"))
+    pointwise_efficiency: Fraction | None = Field(default=None, description=_efficiency(
+        "Bandwidth PyTorch's vectorized point-wise kernels on contiguous tensors reach (absent: "
+        "the element-wise bandwidth)", "peak_bandwidth_gb_s"))
     softmax_efficiency: Fraction | None = Field(default=None, description=_efficiency(
         "Bandwidth an unfused scale-mask-softmax reaches in training", "peak_bandwidth_gb_s"))
     skinny_gemm_efficiency: Fraction | None = Field(default=None, description=_efficiency(
