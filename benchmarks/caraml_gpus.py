@@ -48,20 +48,28 @@ def formula_flops(global_batch: int) -> float:
             * (1 + SEQ / (6 * HIDDEN) + VOCAB / (16 * LAYERS * HIDDEN)))
 
 
-def main() -> int:
-    errors: list[float] = []
+def runs() -> list[tuple[str, int, float, float]]:
+    """(system, global batch, measured, ghsim) step seconds for every run of the figure."""
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base = base_file(Path(tmp), POINT, "gh200")
-        print(f"{'system':13s} {'GBS':>4s} {'measured':>9s} {'ghsim':>8s} {'error':>7s}")
         for system, (gpus, tflops) in MEASURED.items():
             for batch, rate in zip(BATCHES, tflops, strict=True):
                 sets = [f"system={system}", f"num_gpus={gpus}", f"parallelism.dp={gpus}",
                         f"training.global_batch={batch}"]
                 predicted = simulate(load_scenario(base, sets)).step_time_s
-                measured = formula_flops(batch) / (rate * 1e12 * gpus)
-                errors.append(predicted / measured - 1)
-                print(f"{system:13s} {batch:4d} {measured:8.3f}s {predicted:7.3f}s "
-                      f"{100 * errors[-1]:+6.1f}%")
+                rows.append((system, batch, formula_flops(batch) / (rate * 1e12 * gpus),
+                             predicted))
+    return rows
+
+
+def main() -> int:
+    errors: list[float] = []
+    print(f"{'system':13s} {'GBS':>4s} {'measured':>9s} {'ghsim':>8s} {'error':>7s}")
+    for system, batch, measured, predicted in runs():
+        errors.append(predicted / measured - 1)
+        print(f"{system:13s} {batch:4d} {measured:8.3f}s {predicted:7.3f}s "
+              f"{100 * errors[-1]:+6.1f}%")
     mape = 100 * sum(abs(e) for e in errors) / len(errors)
     print(f"MAPE {mape:.1f}% over {len(errors)} runs, worst {100 * max(errors, key=abs):+.1f}%")
     return 0

@@ -411,10 +411,11 @@ def test_eager_ops_move_the_bytes_counted_by_hand() -> None:
         assert eager[name].bytes == elements * forward, name
         assert eager_bwd[f"{name}.bwd"].bytes == pytest.approx(elements * backward), name
         assert (eager[name].kernels, eager_bwd[f"{name}.bwd"].kernels) == kernels, name
-    # a non-gated activation other than GELU, and a LayerNorm, are one PyTorch kernel either way
-    relu = {"activation": "squared_relu"}
-    assert (_kernels(scenario(relu, eager_ops=["activation"]))["mlp_act"]
-            == _kernels(scenario(relu))["mlp_act"])
+    # another non-gated activation, a GELU without a bias (F.gelu), and a LayerNorm are one
+    # PyTorch kernel either way
+    for plain in ({"activation": "squared_relu", "bias": True}, {"activation": "gelu"}):
+        assert (_kernels(scenario(plain, eager_ops=["activation"]))["mlp_act"]
+                == _kernels(scenario(plain))["mlp_act"])
     layernorm = {"norm": "layernorm"}
     assert (_kernels(scenario(layernorm, eager_ops=["norm"]))["ln1"]
             == _kernels(scenario(layernorm))["ln1"])
@@ -422,17 +423,18 @@ def test_eager_ops_move_the_bytes_counted_by_hand() -> None:
 
 def test_eager_bias_gelu_is_megatrons_formula_op_by_op_at_the_pointwise_rate() -> None:
     """Megatron's bias_gelu (x = bias + y; x * 0.5 * (1 + tanh(0.79788456 x (1 + 0.044715 x
-    x)))) run op by op, over 2048 tokens x ffn 256 in bf16: 10 kernels forward moving 23
-    two-byte values an element (46 bytes), bias_gelu_back's 19 moving 46 (92 bytes); fused,
-    one kernel of 4 bytes an element. Its kernels are PyTorch's vectorized point-wise ones:
-    on an H100 each second moves 0.8546 x 3350 GB/s of them, not the element-wise 0.4818."""
+    x)))) run op by op, for a model with biases, over 2048 tokens x ffn 256 in bf16: 10
+    kernels forward moving 23 two-byte values an element (46 bytes), bias_gelu_back's 19
+    moving 46 (92 bytes); fused, one kernel of 4 bytes an element. Its kernels are PyTorch's
+    vectorized point-wise ones: on an H100 each second moves 0.8546 x 3350 GB/s of them, not
+    the element-wise 0.4818."""
     from ghsim.config.api import load_hardware
     from ghsim.costmodel.gpu import gpu_cost_model
 
-    elements = S * TINY["ffn_hidden"]
-    fused = _kernels(scenario())["mlp_act"]
-    eager = _kernels(scenario(eager_ops=["activation"]))["mlp_act"]
-    eager_bwd = _kernels(scenario(eager_ops=["activation"]), True)["mlp_act.bwd"]
+    elements, bias = S * TINY["ffn_hidden"], {"bias": True}
+    fused = _kernels(scenario(bias))["mlp_act"]
+    eager = _kernels(scenario(bias, eager_ops=["activation"]))["mlp_act"]
+    eager_bwd = _kernels(scenario(bias, eager_ops=["activation"]), True)["mlp_act.bwd"]
     assert (fused.bytes, fused.kernels, fused.klass) == (elements * 4, 1, "elementwise")
     assert (eager.bytes, eager.kernels, eager.klass) == (elements * 46, 10, "pointwise")
     assert (eager_bwd.bytes, eager_bwd.kernels) == (pytest.approx(elements * 92), 19)

@@ -62,13 +62,14 @@ downcast, scale and its reduction, square, the two gradients' sum, upcast). RoPE
 twice and adds (4 + 4 + 6); backward the products by sin and cos, the negation, the slices'
 copy and the sum. The gated MLP's ``act(gate) * up``: SiLU (2 + 2 per element of the
 up-projection's half) and the product (4 + 2); backward both products and SiLU's gradient.
-A GELU MLP's activation (``gelu``) is Megatron-LM's ``bias_gelu``, the tanh approximation with
-the up-projection's bias added (megatron/model/fused_bias_gelu.py at NVIDIA/Megatron-LM@f7727433),
-op by op, as ``torch.jit.script`` runs it under PyTorch 2.2 and later, where TorchScript's
-nvFuser is a no-op (pytorch/pytorch@v2.2.0 torch/csrc/jit/python/init.cpp:
-"_jit_set_nvfuser_enabled is deprecated and a no-op") and Megatron's
-``set_jit_fusion_options`` has turned the other fuser (NNC) off on the GPU; Megatron-LM moved
-to ``torch.compile`` on 2024-01-19 (473225f9, megatron/core/jit.py). Forward: the bias add
+A GELU MLP's activation with biases (``gelu``; without, ``F.gelu`` is one kernel) is
+Megatron-LM's ``bias_gelu``, the tanh approximation with the up-projection's bias added
+(megatron/model/fused_bias_gelu.py at NVIDIA/Megatron-LM@f7727433), op by op, as
+``torch.jit.script`` runs it under PyTorch 2.2 and later, where TorchScript's nvFuser is a no-op
+(pytorch/pytorch@v2.2.0 torch/csrc/jit/python/init.cpp: "_jit_set_nvfuser_enabled is
+deprecated and a no-op") and Megatron's ``set_jit_fusion_options`` has turned the other fuser
+(NNC) off on the GPU; Megatron-LM moved to ``torch.compile`` on 2024-01-19 (473225f9,
+megatron/core/jit.py). Forward: the bias add
 (2 + 2), ``x * 0.5`` (2 + 2), ``0.79788456 * x`` (2 + 2), ``0.044715 * x`` (2 + 2), ``* x``
 (4 + 2), ``1 +`` (2 + 2), the product (4 + 2), tanh (2 + 2), ``1.0 +`` (2 + 2) and the product
 (4 + 2); ``bias_gelu_back`` recomputes the bias add and tanh (seven kernels, 32 bytes), builds

@@ -227,15 +227,15 @@ def window_work(seq_len: int, window: int) -> float:
 
 def eager_ops(spec: ScenarioSpec) -> frozenset[str]:
     """The ``training.eager_ops`` that are several PyTorch kernels for this model: a LayerNorm
-    (``F.layer_norm``) and a non-gated activation other than GELU (ReLU, squared ReLU) are one
-    kernel either way; a GELU MLP's eager activation is Megatron's bias-GELU formula op by op
-    (``gelu``)."""
+    (``F.layer_norm``) and a non-gated activation other than Megatron's bias-GELU (ReLU, squared
+    ReLU, a GELU without a bias: ``F.gelu``) are one kernel either way; a GELU MLP with biases
+    runs Megatron's bias-GELU formula op by op (``gelu``)."""
     ops: set[str] = set(spec.training.eager_ops)
     if spec.model.norm != "rmsnorm":
         ops.discard("norm")
     if not spec.model.gated_mlp and "activation" in ops:
         ops.discard("activation")
-        if spec.model.activation_resolved == "gelu":
+        if spec.model.activation_resolved == "gelu" and spec.model.bias:
             ops.add("gelu")
     if spec.model.activation_clamp is None:
         ops.discard("clamp")
