@@ -215,7 +215,7 @@ def test_a_module_cap_serves_grace_first_and_leaves_hopper_the_rest() -> None:
     # hungrier CPU side, or a board limit below the module's share slow compute
     roomy = simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE,
                                                        "system.node.power_limit_w=900"]))
-    uncapped = simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE, "system=gh200-quad",
+    uncapped = simulate(load_scenario("llama3-8b-gh200", [*ALPS_ONE, "system=gh200-single",
                                                           "num_gpus=1"]))
     assert roomy.compute_breakdown_s == pytest.approx(uncapped.compute_breakdown_s, rel=1e-9)
     assert roomy.step_time_s < result.step_time_s
