@@ -69,12 +69,12 @@ Megatron-LM's ``bias_gelu``, the tanh approximation with the up-projection's bia
 (pytorch/pytorch@v2.2.0 torch/csrc/jit/python/init.cpp: "_jit_set_nvfuser_enabled is
 deprecated and a no-op") and Megatron's ``set_jit_fusion_options`` has turned the other fuser
 (NNC) off on the GPU; Megatron-LM moved to ``torch.compile`` on 2024-01-19 (473225f9,
-megatron/core/jit.py). Forward: the bias add
-(2 + 2), ``x * 0.5`` (2 + 2), ``0.79788456 * x`` (2 + 2), ``0.044715 * x`` (2 + 2), ``* x``
-(4 + 2), ``1 +`` (2 + 2), the product (4 + 2), tanh (2 + 2), ``1.0 +`` (2 + 2) and the product
-(4 + 2); ``bias_gelu_back`` recomputes the bias add and tanh (seven kernels, 32 bytes), builds
-``ff`` (eleven, 54 bytes) and multiplies it by the gradient (4 + 2). Fused, the same work
-reads the input and writes the output once (2 + 2), and backward reads two and writes one.
+megatron/core/jit.py). Forward: the bias add (2 + 2), ``x * 0.5`` (2 + 2), ``0.79788456 * x``
+(2 + 2), ``0.044715 * x`` (2 + 2), ``* x`` (4 + 2), ``1 +`` (2 + 2), the product (4 + 2), tanh
+(2 + 2), ``1.0 +`` (2 + 2) and the product (4 + 2); ``bias_gelu_back`` recomputes the bias add
+and tanh (seven kernels, 32 bytes), builds ``ff`` (eleven, 54 bytes) and multiplies it by the
+gradient (4 + 2). Fused, the same work reads the input and writes the output once (2 + 2), and
+backward reads two and writes one.
 A clamped gated activation's clamps (``model.activation_clamp``, Megatron-Core 0.15's
 ``weighted_bias_quick_geglu_impl``): each half clamped (2 + 2) and the halves concatenated
 (2 + 2); backward PyTorch's ``clamp_backward``, a mask and a ``where`` for the gate's upper
