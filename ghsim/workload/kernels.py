@@ -81,17 +81,20 @@ A clamped gated activation's clamps (``model.activation_clamp``, Megatron-Core 0
 bound (3 + 5 per element of its half), two masks, their ``and`` and a ``where`` for the
 linear half's two bounds (3 + 3 + 3 + 5), and the halves' gradients concatenated (2 + 2)."""
 
-_VECTORIZED = frozenset({"gelu"})
+_VECTORIZED = frozenset({"gelu", "activation"})
 """Eager ops whose kernels are PyTorch's vectorized point-wise kernels, costed at the part's
-``pointwise_efficiency``: every operand contiguous and of one shape (the GEMM's output and
-what was computed from it; the bias add alone broadcasts, 4 of 46 bytes forward and 4 of 92
-backward, and is counted with them). The others run on strided views or broadcasts (RoPE on the
-QKV output's split heads and ``torch.cat``, a clamp on a chunk of the gated up-projection,
-RMSNorm's per-row scale and weight), which PyTorch's TensorIterator hands to its slower
-non-vectorized ``elementwise_kernel`` (ghsim's H200 trace of a plain PyTorch Llama 300M:
-SiLU on the up-projection's chunk at 0.30 of peak, its product at 0.45, a contiguous add at
-0.96; benchmarks/device/data/h200-2026-12-04/dense_llama-300m_steady_trace.json.gz), and stay
-at the element-wise rate."""
+``pointwise_efficiency``: every operand contiguous and of one shape. Megatron's bias-GELU works
+on the up-projection's output and what was computed from it (the bias add alone broadcasts, 4
+of 46 bytes forward and 4 of 92 backward, and is counted with them); Hugging Face's gated MLP
+multiplies two projections' own outputs, ``act_fn(gate_proj(x)) * up_proj(x)``
+(huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py ``Qwen3MLP``). The others
+run on strided views or broadcasts (RoPE on the QKV output's split heads and ``torch.cat``, a
+clamp on a chunk of the gated up-projection, RMSNorm's per-row scale and weight), which
+PyTorch's TensorIterator hands to its slower non-vectorized ``elementwise_kernel`` (ghsim's
+H200 trace of a plain PyTorch Llama 300M whose probe model chunks one up-projection: SiLU on
+the chunk at 0.30 of peak, its product at 0.45, a contiguous add at 0.96;
+benchmarks/device/data/h200-2026-12-04/dense_llama-300m_steady_trace.json.gz), and stay at the
+element-wise rate."""
 
 _FP8_KERNELS_PER_TENSOR = {"delayed": 1, "tensorwise": 3, "blockwise": 1}
 """Kernels Transformer Engine launches to quantize one tensor (NVIDIA/TransformerEngine@v2.9
