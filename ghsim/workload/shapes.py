@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ghsim.config.layout import Layout
@@ -247,10 +247,8 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
     model, training, par = spec.model, spec.training, spec.parallelism
     tp, hd = layout.tp, model.head_dim_resolved
     kv_heads_local = max(1, model.kv_heads // tp)
-    tokens = training.micro_batch * training.seq_len // layout.cp
-    sequence_parallel = par.sequence_parallel and tp > 1
-    return LayerShapes(
-        tokens=tokens,
+    shapes = LayerShapes(
+        tokens=training.micro_batch * training.seq_len // layout.cp,
         seq_len=training.seq_len,
         hidden=model.hidden,
         q_width=model.heads * hd // tp,
@@ -261,7 +259,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         gated=model.gated_mlp,
         tp=tp,
         cp=layout.cp,
-        sequence_parallel=sequence_parallel,
+        sequence_parallel=par.sequence_parallel and tp > 1,
         act_bytes=ACTIVATION_BYTES[training.precision],
         weight_bytes=WEIGHT_READ_BYTES[training.precision],
         grad_bytes=GRAD_BYTES[training.main_grads_resolved],
@@ -278,6 +276,7 @@ def layer_shapes(spec: ScenarioSpec, layout: Layout) -> LayerShapes:
         cross_entropy_impl=training.cross_entropy_fusion_impl,
         eager=eager_ops(spec),
         attention_work=training.attention_work_fraction,
-        moe=moe_shapes(spec, layout, tokens // tp if sequence_parallel else tokens),
         mla=mla_shapes(spec, layout),
     )
+    # each rank routes the tokens it holds outside the tensor-parallel region
+    return replace(shapes, moe=moe_shapes(spec, layout, shapes.sp_tokens))
