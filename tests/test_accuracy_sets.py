@@ -31,27 +31,29 @@ def test_moe_points_all_simulate_within_a_regression_bound() -> None:
 def test_gh200_points_all_fit_in_memory_within_a_regression_bound() -> None:
     """A measured run ran, so its scenario fits: SuperOffload's Qwen3-14B on one 96 GB GH200
     did not while ZeRO-Offload's gradients were (wrongly) kept whole in HBM. The issue's
-    target is a MAPE of 12 %; today's is 15.0 % (the two small models, 300M and GPT 800M,
-    still miss by -67 and -20 %, and the Alps runs are 3-18 % fast, the February 2025 ones
+    target is a MAPE of 12 %; today's is 14.6 % (the two small models, 300M and GPT 800M,
+    still miss by -67 and -16 %, and the Alps runs are 3-18 % fast, the February 2025 ones
     at the 624 W module cap of the time), so the bound only guards against regressions."""
     outcomes = validate_file(ROOT / "validation" / "gh200.yaml", workers=CORES)
     summary = summarize(outcomes)
     assert summary["not_fitting"] == 0, [o.does_not_fit for o in outcomes]
     report = ", ".join(f"{o.id} {o.error:+.1%}" for o in outcomes if o.error is not None)
-    assert summary["simulated"] == 12 and summary["mape"] <= 0.16, report
+    assert summary["simulated"] == 12 and summary["mape"] <= 0.155, report
 
 
 def test_caraml_800m_on_four_gpu_systems_within_its_published_figure() -> None:
     """CARAML's GPT-800M (legacy Megatron-LM f7727433, fp16) at global batches 16-512 on 4
     A100s, 4 H100 SXMs, one GH200 and a JEDI node, as FZJ-JSC/CARAML@f9a1705's figure
     llm_training/result/LLM_tflops_nvidia_jedi_wai.png plots them (benchmarks/caraml_gpus.py).
-    Its PyTorch-2.2-era TorchScript runs Megatron's bias-GELU op by op: costed as one fused
-    kernel the 24 runs were 38 % fast on average (worst -53 %); today 17.7 % (worst -36 %, the
-    single GH200 at global batch 16)."""
+    Its PyTorch-2.2-era TorchScript runs Megatron's bias-GELU and bias-dropout-add op by op,
+    and its local transformer adds the QKV bias and copies q, k, v and the output around the
+    flash kernel with PyTorch ops: costed as one fused kernel each the 24 runs were 38 % fast on
+    average (worst -53 %); the bias-GELU op by op 17.7 % (worst -36 %), the rest as well
+    13.3 % (worst -32 %, the single GH200 at global batch 16)."""
     import sys
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import caraml_gpus
 
     errors = [predicted / measured - 1 for _, _, measured, predicted in caraml_gpus.runs()]
-    assert len(errors) == 24 and sum(abs(e) for e in errors) / len(errors) <= 0.20, errors
+    assert len(errors) == 24 and sum(abs(e) for e in errors) / len(errors) <= 0.15, errors

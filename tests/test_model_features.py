@@ -452,11 +452,56 @@ def test_eager_bias_gelu_is_megatrons_formula_op_by_op_at_the_pointwise_rate() -
         eager.bytes / (0.4818 * 3350e9) + launches)
 
 
+LEGACY = ["residual", "bias", "attention_layout"]
+
+
+def test_legacy_megatron_ops_move_the_bytes_counted_by_hand() -> None:
+    """Legacy Megatron's local transformer op by op, over 2048 tokens, hidden 64 (4 heads of
+    16, no grouping), bf16. Its bias-dropout-add with a bias and dropout: the bias add (4
+    bytes an element), dropout (4 and a one-byte mask) and the residual add (6), 15 bytes in 3
+    kernels; backward the gradients' sum (9), dropout's (5) and the bias gradient (2), 16 in
+    3; with the bias only 10 and 11 in 2 each, with dropout only 11 and 14 in 2 each. Fused:
+    one kernel of 6 bytes, 7 with dropout's mask. The QKV bias: 4 bytes an element of the 3 x
+    64 wide output forward, 2 backward, a kernel each; without eager ops a GEMM epilogue's (no
+    step). The flash path's copies of q, k, v and the output (4 x 64 wide): 4 bytes an
+    element, in 4 kernels forward and 2 backward."""
+    t, h = S, 64
+    both = {"bias": True, "dropout": 0.1}
+    eager = _kernels(scenario(both, eager_ops=LEGACY))
+    eager_bwd = _kernels(scenario(both, eager_ops=LEGACY), True)
+    for name in ("residual1", "residual2"):
+        assert (eager[name].bytes, eager[name].kernels, eager[name].klass) == (
+            t * h * 15, 3, "pointwise")
+        assert (eager_bwd[f"{name}.bwd"].bytes, eager_bwd[f"{name}.bwd"].kernels) == (
+            pytest.approx(t * h * 16), 3)
+    assert (eager["qkv.bias"].bytes, eager["qkv.bias"].kernels) == (t * 3 * h * 4, 1)
+    assert eager_bwd["qkv.bias.bwd"].bytes == pytest.approx(t * 3 * h * 2)
+    layout, layout_bwd = eager["attn.layout"], eager_bwd["attn.layout.bwd"]
+    assert (layout.bytes, layout.kernels, layout.klass) == (t * 4 * h * 4, 4, "elementwise")
+    assert (layout_bwd.bytes, layout_bwd.kernels) == (pytest.approx(t * 4 * h * 4), 2)
+    for model, forward, backward in (({"bias": True}, 10, 11), ({"dropout": 0.1}, 11, 14)):
+        one = _kernels(scenario(model, eager_ops=LEGACY))["residual1"]
+        one_bwd = _kernels(scenario(model, eager_ops=LEGACY), True)["residual1.bwd"]
+        assert (one.bytes, one.kernels) == (t * h * forward, 2), model
+        assert (one_bwd.bytes, one_bwd.kernels) == (pytest.approx(t * h * backward), 2), model
+    fused = _kernels(scenario(both))
+    assert (fused["residual1"].bytes, fused["residual1"].kernels) == (t * h * 7, 1)
+    assert "qkv.bias" not in fused and "attn.layout" not in fused
+    # without a bias or dropout the bias-dropout-add is the plain add; no bias, no bias add;
+    # standard attention has no flash layout to copy into
+    plain = _kernels(scenario(eager_ops=LEGACY))
+    assert plain["residual1"] == _kernels(scenario())["residual1"]
+    assert "qkv.bias" not in plain
+    assert "attn.layout" not in _kernels(scenario(both, attention="standard",
+                                                  eager_ops=LEGACY))
+
+
 def test_each_eager_op_slows_a_step_and_none_leaves_it_as_it_was() -> None:
     from ghsim.engine.simulate import simulate
 
-    model = {"gated_mlp": True, "qk_norm": True, "layers": 4}
-    times = [simulate(scenario(model, eager_ops=ops)).step_time_s
-             for ops in ([], ["norm"], ["norm", "rope"], ["norm", "rope", "activation"])]
-    assert times == sorted(times) and len(set(times)) == 4
+    model = {"gated_mlp": True, "qk_norm": True, "layers": 4, "bias": True, "dropout": 0.1}
+    ops = ["norm", "rope", "activation", *LEGACY]
+    times = [simulate(scenario(model, eager_ops=ops[:n])).step_time_s
+             for n in range(len(ops) + 1)]
+    assert times == sorted(times) and len(set(times)) == len(ops) + 1
     assert times[0] == simulate(scenario(model)).step_time_s

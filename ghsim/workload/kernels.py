@@ -45,6 +45,29 @@ def _fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
                   "pointwise" if op in _VECTORIZED else klass, kernels=kernels, eager=op)
 
 
+def _eager_only(name: str, op: str, elements: int, s: LayerShapes) -> list[Step]:
+    """A step that exists only where the framework runs ``op`` as PyTorch kernels (a bias
+    a fused GEMM epilogue would add): its :data:`_EAGER` kernels, or nothing."""
+    if op not in s.eager:
+        return []
+    return [_fusable(name, op, elements, s)]
+
+
+_RESIDUAL_OPS = ("residual", "residual_bias", "residual_dropout")
+
+
+def _residual(name: str, elements: int, s: LayerShapes) -> Kernel:
+    """The residual add with what precedes it, the projection's bias add and dropout
+    (Megatron's bias-dropout-add): one fused kernel reading the two streams and writing the
+    sum, and with dropout its one-byte mask; or, run op by op (``residual``), its PyTorch
+    kernels."""
+    op = next((o for o in _RESIDUAL_OPS if o in s.eager), None)
+    if op is not None:
+        return _fusable(name, op, elements, s, reads=2)
+    kernel = _eltwise(name, elements, s, reads=2)
+    return replace(kernel, bytes=kernel.bytes + (elements if s.dropout else 0))
+
+
 _EAGER: dict[str, tuple[float, int, float, int]] = {
     "norm": (36.0, 5, 88.0, 10),
     "rope": (20.0, 5, 20.0, 5),
@@ -81,12 +104,42 @@ A clamped gated activation's clamps (``model.activation_clamp``, Megatron-Core 0
 bound (3 + 5 per element of its half), two masks, their ``and`` and a ``where`` for the
 linear half's two bounds (3 + 3 + 3 + 5), and the halves' gradients concatenated (2 + 2)."""
 
-_VECTORIZED = frozenset({"gelu", "activation"})
+_EAGER.update({
+    # legacy Megatron's bias_dropout_add (``residual``) by what it adds: see :func:`_residual`
+    "residual": (15.0, 3, 16.0, 3),
+    "residual_bias": (10.0, 2, 11.0, 2),
+    "residual_dropout": (11.0, 2, 14.0, 2),
+    "bias": (4.0, 1, 2.0, 1),
+    "attention_layout": (4.0, 4, 4.0, 2),
+})
+"""Legacy Megatron-LM's local transformer (NVIDIA/Megatron-LM@f7727433 megatron/model/
+transformer.py), op by op under PyTorch 2.2 and later as the bias-GELU above. ``residual``:
+``bias_dropout_add`` (a ``torch.jit.script`` function) before each residual add, per element of
+the hidden state: the bias add (2 + 2; the bias broadcasts), ``F.dropout``'s fused kernel (2 +
+2 and its one-byte mask), and the residual add (4 + 2); backward the residual gradients' sum
+as fused (9, the fused step's 1.5 x 6), dropout's backward (2 + 1 read, 2 written) and the
+bias gradient's sum over the tokens (2): ``residual_bias`` without dropout, ``residual_dropout``
+without a bias (the ops absent drop out). ``bias``: the QKV projection's bias, which legacy
+``ColumnParallelLinear`` adds after its GEMM (megatron/core/tensor_parallel/layers.py:
+``output = output + bias``, backward ``grad_output.sum(dim=0)``; the other linear layers skip
+the add into the fused bias-GELU and bias-dropout-add) per element of the QKV output: 2 + 2
+forward, 2 backward. ``attention_layout``: the flash path's copies, per element of q, k, v and
+the output together: ``rearrange(x, 's b ... -> b s ...').contiguous()`` of q, k and v and
+``rearrange(out, 'b s h d -> s b (h d)').contiguous()`` (2 + 2 each, four kernels); backward
+the output gradient's copy into flash-attn's ``(b s)`` layout and ``torch.split``'s gradient,
+the concatenation of dq, dk and dv into the QKV projection's layout (the same bytes in two
+kernels). Keys and values count at their own width: with grouped queries legacy Megatron
+first expands them to every head (``repeat_interleave``), which is not counted."""
+
+_VECTORIZED = frozenset({"gelu", "activation", "residual", "residual_bias",
+                         "residual_dropout"})
 """Eager ops whose kernels are PyTorch's vectorized point-wise kernels, costed at the part's
 ``pointwise_efficiency``: every operand contiguous and of one shape. Megatron's bias-GELU works
 on the up-projection's output and what was computed from it (the bias add alone broadcasts, 4
-of 46 bytes forward and 4 of 92 backward, and is counted with them); Hugging Face's gated MLP
-multiplies two projections' own outputs, ``act_fn(gate_proj(x)) * up_proj(x)``
+of 46 bytes forward and 4 of 92 backward, and is counted with them), and its bias-dropout-add
+on the projection's output, its mask and the residual stream (the bias add broadcasts);
+Hugging Face's gated MLP multiplies two projections' own outputs,
+``act_fn(gate_proj(x)) * up_proj(x)``
 (huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py ``Qwen3MLP``). The others
 run on strided views or broadcasts (RoPE on the QKV output's split heads and ``torch.cat``, a
 clamp on a chunk of the gated up-projection, RMSNorm's per-row scale and weight), which
@@ -282,7 +335,7 @@ def _attention_block(s: LayerShapes) -> list[Step]:
     steps += _mla(s) if s.mla is not None else _qkv_attention(s)
     steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
         "proj.all_reduce", "all_reduce", s)
-    steps += [_eltwise("residual1", s.sp_tokens * h, s, reads=2),
+    steps += [_residual("residual1", s.sp_tokens * h, s),
               _fusable("ln2", "norm", s.sp_tokens * h, s, klass="norm")]
     return steps
 
@@ -292,12 +345,15 @@ def _qkv_attention(s: LayerShapes) -> list[Step]:
     t, h = s.tokens, s.hidden
     steps: list[Step] = _norm_linear_cast("qkv", t * h, s)
     steps += [_gemm("qkv", t, s.q_width + 2 * s.kv_width, h, s)]
+    steps += _eager_only("qkv.bias", "bias", t * (s.q_width + 2 * s.kv_width), s)
     if s.qk_norm:  # Qwen3 / Megatron --qk-layernorm: normalized before RoPE
         steps += [_fusable("q_norm", "norm", t * s.q_width, s, klass="norm"),
                   _fusable("k_norm", "norm", t * s.kv_width, s, klass="norm")]
     if s.rotary:  # learned or no position embeddings rotate nothing
         steps += [_fusable("rope", "rope", t * (s.q_width + s.kv_width), s)]
     steps += _cp_kv("attn.cp_kv_gather", "all_gather", s)
+    steps += _eager_only("attn.layout", "attention_layout",
+                         t * 2 * (s.q_width + s.kv_width), s)
     steps += attention_core(s)
     steps += _fp8_cast("proj", t * s.q_width, s)
     steps += [_gemm("proj", t, h, s.q_width, s)]
@@ -321,7 +377,7 @@ def _mlp_block(s: LayerShapes, norm_fused: bool = True) -> list[Step]:
     steps += [_gemm("mlp_down", t, h, s.ffn, s)]
     steps += _tp("mlp.reduce_scatter", "reduce_scatter", s) if sp else _tp(
         "mlp.all_reduce", "all_reduce", s)
-    steps += [_eltwise("residual2", s.sp_tokens * h, s, reads=2)]
+    steps += [_residual("residual2", s.sp_tokens * h, s)]
     return steps
 
 
@@ -429,7 +485,7 @@ def moe_block(s: LayerShapes) -> list[Step]:
     if m.shared_ffn:
         shared = replace(s, ffn=m.shared_ffn)
         steps += _mlp_block(shared, norm_fused=False)[:-1]  # the residual add is below
-    steps += [_eltwise("residual2", t * h, s, reads=2)]
+    steps += [_residual("residual2", t * h, s)]
     return steps
 
 

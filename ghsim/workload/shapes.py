@@ -229,8 +229,20 @@ def eager_ops(spec: ScenarioSpec) -> frozenset[str]:
     """The ``training.eager_ops`` that are several PyTorch kernels for this model: a LayerNorm
     (``F.layer_norm``) and a non-gated activation other than Megatron's bias-GELU (ReLU, squared
     ReLU, a GELU without a bias: ``F.gelu``) are one kernel either way; a GELU MLP with biases
-    runs Megatron's bias-GELU formula op by op (``gelu``)."""
+    runs Megatron's bias-GELU formula op by op (``gelu``). Legacy Megatron's bias-dropout-add
+    (``residual``) is the plain residual add without a bias or dropout, and ``residual_bias``
+    or ``residual_dropout`` with only one of them; ``bias`` needs biases, ``attention_layout``
+    flash attention (the unfused path's kernels are costed as they are)."""
     ops: set[str] = set(spec.training.eager_ops)
+    bias, dropout = spec.model.bias, spec.model.dropout > 0
+    if "residual" in ops and not (bias and dropout):
+        ops.discard("residual")
+        if bias or dropout:
+            ops.add("residual_bias" if bias else "residual_dropout")
+    if not bias:
+        ops.discard("bias")
+    if spec.training.attention == "standard" or spec.model.attention_type == "mla":
+        ops.discard("attention_layout")
     if spec.model.norm != "rmsnorm":
         ops.discard("norm")
     if not spec.model.gated_mlp and "activation" in ops:

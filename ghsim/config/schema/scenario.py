@@ -148,7 +148,8 @@ class TrainingSpec(Spec):
         "NeMo Automodel with permute fusion, which its MoE layers set. Off by default, as in "
         "Megatron.",
     )
-    eager_ops: list[Literal["norm", "rope", "activation", "clamp"]] = Field(
+    eager_ops: list[Literal["norm", "rope", "activation", "clamp", "residual", "bias",
+                            "attention_layout"]] = Field(
         default_factory=list, description="Ops the framework runs as a sequence of separate "
         "PyTorch kernels instead of one fused kernel, as Hugging Face Transformers' modeling "
         "code does (huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py): norm, "
@@ -166,10 +167,21 @@ class TrainingSpec(Spec):
         "as Megatron-Core 0.15's experts run them (megatron/core/fusions/fused_bias_geglu.py "
         "weighted_bias_quick_geglu_impl: two clamps and a concatenation, 8 "
         "bytes an element of the up-projection forward in 3 kernels; clamp_backward's masks and "
-        "wheres and the halves' concatenation, 15 backward in 7). Byte counts are for 16-bit "
-        "activations, traced by hand from the autograd graph. Empty (default): fused, as "
-        "Megatron-Core and Transformer Engine run the others (and as torch.compile fuses "
-        "NeMo Automodel's clamps).",
+        "wheres and the halves' concatenation, 15 backward in 7). Legacy Megatron-LM's "
+        "local transformer (megatron/model/transformer.py before Megatron-Core, e.g. "
+        "NVIDIA/Megatron-LM@f7727433, under PyTorch 2.2 and later) adds three: residual, "
+        "its torch.jit.script bias_dropout_add op by op, the bias add, F.dropout and the "
+        "residual add (with model.bias and model.dropout 15 bytes an element of the hidden "
+        "state forward in 3 kernels, 16 backward in 3; fused, 7 and one kernel); bias, the "
+        "QKV projection's bias added after its GEMM and its gradient summed by PyTorch "
+        "(4 bytes an element of the QKV output forward, 2 backward; needs model.bias); "
+        "attention_layout, the flash path's contiguous copies of q, k, v into flash-attn's "
+        "layout and of its output back, and backward the output gradient's copy and the "
+        "concatenation of dq, dk, dv (4 bytes an element of q, k, v and the output "
+        "together, in 4 kernels forward and 2 backward; flash attention only). Byte "
+        "counts are for 16-bit activations, traced by hand from the autograd graph. "
+        "Empty (default): fused, as Megatron-Core and Transformer Engine run the others "
+        "(and as torch.compile fuses NeMo Automodel's clamps).",
     )
     fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: Transformer Engine's scaling recipe. "
