@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from ghsim.config.cursor import KeyPath, Slot, child, format_path, narrowed, slot_at
 from ghsim.config.diagnose import describe, show_value, union_branch
+from ghsim.config.neutral import from_neutral
 from ghsim.config.overrides import Override, container_at, outer_first, parse_override
 from ghsim.config.schema import (
     SCHEMA_VERSION,
@@ -42,8 +43,9 @@ _ALL_KINDS = ("hardware", "system", "model", "scenario", "sweep", "validation_po
 
 
 def read_document(path: Path, expected_kind: str | None) -> dict[str, Any]:
-    """Read a top-level file and check its ``schema_version`` and ``kind``."""
-    document = read_mapping(path)
+    """Read a top-level file and check its ``schema_version`` and ``kind`` (a neutral-form
+    file, :mod:`ghsim.config.neutral`, read as the kind it stands for)."""
+    document = from_neutral(read_mapping(path))
     source = display(path)
     version = document.get("schema_version")
     if "schema_version" not in document:

@@ -1,0 +1,99 @@
+"""The neutral form of published MoE runs (``kind: validation_points_moe``, as
+../shared/validation/moe.yaml writes them) read by ``ghsim validate`` as it stands: each reading
+of its words checked against the scenario keys it stands for, and a word ghsim cannot read fails
+its point alone, with the schema's message naming the key."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ghsim.cli import main
+from ghsim.config.neutral import from_neutral
+from ghsim.config.yamlio import read_mapping
+
+NEUTRAL = Path(__file__).parent / "data" / "neutral_moe.yaml"
+
+
+def _points() -> dict[str, dict[str, Any]]:
+    converted = from_neutral(read_mapping(NEUTRAL))
+    assert converted["kind"] == "validation_points" and "conventions" not in converted
+    return {p["id"]: p for p in converted["points"]}
+
+
+def test_the_words_of_deepseek_v3s_router_layers_and_precision_become_scenario_keys() -> None:
+    point = _points()["mbridge_25.09_deepseekv3_h100_1024"]
+    scenario = point["scenario"]
+    moe, training = scenario["model"]["moe"], scenario["training"]
+    # "sigmoid, aux-loss-free bias, group-limited (8 groups, top-4 groups / node-limited)"
+    assert (moe["router"], moe["expert_bias"], moe["load_balancing"]) == ("sigmoid", True, "none")
+    assert (moe["router_groups"], moe["router_topk_groups"]) == (8, 4)
+    # "first 3 layers dense, layers 4-61 MoE ([0]*3+[1]*58)"; the dense MLP's width
+    assert moe["dense_layers"] == 3 and "moe_layer_freq" not in moe
+    assert scenario["model"]["ffn_hidden"] == 18432 and "dense_ffn_hidden" not in moe
+    # "fp8_tensorwise (assumed; see notes)"
+    assert (training["precision"], training["fp8_recipe"]) == ("fp8", "tensorwise")
+    assert "grad_accum" not in training and training["attention"] == "flash"
+    assert scenario["parallelism"]["recompute"] == "selective"
+    assert "edp" not in scenario["parallelism"] and "framework" not in scenario
+    # Megatron-Bridge's recipes, and every reading written down in the notes
+    assert (training["cross_entropy_fusion_impl"], training["main_grads"]) == ("te", "bf16")
+    assert "Read from the neutral form" in point["notes"] and "router sigmoid" in point["notes"]
+    assert point["measured"]["step_time_s"] == 25.264
+    assert "tokens_per_sec_per_gpu 1297" in point["measured"]["how"]
+
+
+def test_automodels_gpt_oss_reads_its_windows_clamp_recompute_and_gate() -> None:
+    scenario = _points()["automodel_gptoss_20b_h100_8"]["scenario"]
+    attention, moe = scenario["model"]["attention"], scenario["model"]["moe"]
+    # "alternating sliding-window / full attention (every 2nd layer full)", attention sinks
+    assert (attention["sliding_window"], attention["full_attention_every"]) == (128, 2)
+    assert attention["sinks"] is True and "window_pattern" not in attention
+    # "softmax top-4; clamped SwiGLU": no balancing loss named; GPT-OSS's clamp
+    assert scenario["model"]["activation_clamp"] == 7.0
+    # "full (activation_checkpointing: true)"; NeMo Automodel's fake balanced gate
+    assert scenario["parallelism"]["recompute"] == "full"
+    assert "recompute_modules" not in scenario["parallelism"]
+    assert (moe["routing"], moe["load_balancing"]) == ("dealt", "none")
+    assert scenario["parallelism"]["moe_dispatcher"] == "deepep"
+    assert scenario["training"]["deepep_fused_multihot"] is True
+
+
+def test_selective_recompute_modules_are_megatrons_names() -> None:
+    # "selective: norm, act"
+    parallelism = _points()["zoo_qwen3_235b_h100_256_tp2_ep32_pp8"]["scenario"]["parallelism"]
+    assert (parallelism["recompute"], parallelism["recompute_modules"]) == (
+        "selective", ["layernorm", "moe_act"])
+
+
+def test_other_kinds_pass_through_unchanged() -> None:
+    document = {"schema_version": 1, "kind": "validation_points", "points": []}
+    assert from_neutral(copy.deepcopy(document)) == document
+
+
+def test_ghsim_validate_simulates_the_neutral_form(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", str(NEUTRAL), "--json", "--workers", "1",
+                 "--only", "*qwen3_30b*", "--only", "automodel_gptoss*"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["simulated"] == 2 and report["failed"] == 0
+    assert all(p["error"] is not None and abs(p["error"]) < 0.3 for p in report["points"])
+
+
+def test_a_word_ghsim_cannot_read_fails_its_point_naming_the_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = NEUTRAL.read_text().replace(
+        "router: softmax top-4; clamped SwiGLU", "router: learned hash routing")
+    broken = tmp_path / "moe.yaml"
+    broken.write_text(text)
+    assert "learned hash routing" in text
+    code = main(["validate", str(broken), "--json", "--workers", "1",
+                 "--only", "*qwen3_30b*", "--only", "automodel_gptoss*"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["simulated"] == 1 and report["failed"] == 1
+    (failed,) = [p["failed"] for p in report["points"] if p["failed"]]
+    assert "scenario.model.moe.router" in failed and "learned hash routing" in failed
+    assert broken.read_text() == text  # the user's file is read, never rewritten
