@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ghsim.cli import main
+from ghsim.config import load_model, load_system
 from ghsim.config.neutral import from_neutral
 from ghsim.config.yamlio import read_mapping
 
@@ -97,3 +98,91 @@ def test_a_word_ghsim_cannot_read_fails_its_point_naming_the_key(
     (failed,) = [p["failed"] for p in report["points"] if p["failed"]]
     assert "scenario.model.moe.router" in failed and "learned hash routing" in failed
     assert broken.read_text() == text  # the user's file is read, never rewritten
+
+
+# -- serving measurements in the neutral form (inference_points with a workload) ----------------
+
+SERVING = Path(__file__).parent / "data" / "neutral_inference.yaml"
+
+
+def _serving() -> dict[str, dict[str, Any]]:
+    converted = from_neutral(read_mapping(SERVING))
+    assert converted["kind"] == "inference_points"
+    return {p["id"]: p for p in converted["points"]}
+
+
+def test_each_workload_kind_becomes_its_request_stream() -> None:
+    points = _serving()
+    bench = points["trtllm015_gh200_96_llama31_8b_128_2048"]["scenario"]["inference"]
+    assert bench["requests"] == {"count": 3000, "input_tokens": 128, "output_tokens": 2048}
+    assert bench["scheduler"] == {"tuning": "trtllm_bench", "kv_memory_fraction": 0.95}
+    nim = points["nim_llama33_70b_2xh100_tp2_5000_500_c5"]
+    assert nim["scenario"]["inference"]["requests"] == {
+        "arrival": "concurrency", "concurrency": 5, "count": 100, "input_tokens": 5000,
+        "output_tokens": 500, "warmup": 5}
+    assert (nim["measured"]["ttft_ms"], nim["measured"]["tpot_ms"]) == (546.7, 21.83)
+    assert nim["scenario"]["parallelism"] == {"tp": 2} and nim["choose_tp"] is False
+    gptj = points["mlperf41_h200x1_gptj_offline"]["scenario"]["inference"]
+    # "CNN-DailyMail summarisation, about 69 output tokens per sample"; 4 beams, 128 at most
+    assert gptj["requests"]["output_tokens"]["mean"] == 69.0
+    assert (gptj["requests"]["max_output_tokens"], gptj["beam_width"]) == (128, 4)
+    assert gptj["requests"]["count"] == 13368
+    server = points["mlperf41_gh200_144_llama2_70b_server"]
+    inference = server["scenario"]["inference"]
+    assert inference["find_max_rate"] is True and inference["requests"]["arrival"] == "poisson"
+    assert inference["latency_targets"] == {"percentile": 99, "ttft_ms": 2000, "tpot_ms": 200}
+    assert inference["requests"]["output_tokens"]["mean"] == 291.0
+    assert (server["measured"]["ttft_ms"], server["measured"]["tpot_ms"]) == (280, 161)
+    # eight GPUs, no split given: ghsim chooses
+    assert points["mlperf41_dgxh100_llama2_70b_offline"]["choose_tp"] is True
+
+
+@pytest.mark.parametrize(("isl", "osl", "count"), [
+    (128, 128, 30000), (128, 2048, 3000), (128, 4096, 1500), (1000, 2000, 1500),
+    (2048, 128, 3000), (2048, 2048, 1500), (5000, 500, 1500), (1000, 1000, 3000),
+    (500, 2000, 3000), (20000, 2000, 1000)])
+def test_trtllm_bench_dataset_sizes_are_the_performance_overviews(isl: int, osl: int,
+                                                                    count: int) -> None:
+    from ghsim.config.neutral_serving import requests_for
+
+    assert requests_for(isl, osl) == count
+
+
+@pytest.mark.parametrize(("system", "model", "tp"), [
+    ("dgx-h100", "llama2-70b", 2), ("dgx-h200", "llama2-70b", 1),
+    ("dgx-h100", "mixtral-8x7b", 1), ("dgx-h100", "llama3.1-405b", 8)])
+def test_an_unstated_split_is_the_smallest_tp_whose_weights_leave_room(
+        system: str, model: str, tp: int) -> None:
+    """FP8 weights: Llama 2 70B takes 69.5 GB, 81 % of an 80 GiB H100 alone, 41 % at TP 2,
+    and 46 % of an H200; Mixtral 8x7B 47 GB, 55 %; Llama 3.1 405B takes 64 % of each H100 even
+    at TP 8, so it takes all eight GPUs."""
+    from ghsim.config.schema import ServingScenarioSpec
+    from ghsim.serving.memory import smallest_tp
+
+    spec = ServingScenarioSpec.model_validate({
+        "name": "split", "system": load_system(system), "num_gpus": 8,
+        "model": load_model(model), "inference": {
+            "precision": "fp8", "requests": {"count": 1, "input_tokens": 1,
+                                             "output_tokens": 1}}})
+    assert smallest_tp(spec) == tp
+
+
+def test_ghsim_validate_simulates_neutral_serving_points(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", str(SERVING), "--json", "--workers", "1"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["simulated"] == 5 and report["failed"] == 0
+    errors = {p["id"]: p["error"] for p in report["points"]}
+    assert all(abs(e) < 0.25 for e in errors.values()), errors
+
+
+def test_an_unknown_workload_fails_its_point_naming_the_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = SERVING.read_text().replace("kind: fixed_length_concurrency", "kind: open_loop")
+    broken = tmp_path / "inference.yaml"
+    broken.write_text(text)
+    code = main(["validate", str(broken), "--json", "--workers", "1", "--only", "nim_*"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["failed"] == 1
+    (failed,) = [p["failed"] for p in report["points"]]
+    assert "scenario.inference.workload" in failed

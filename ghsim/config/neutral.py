@@ -1,6 +1,7 @@
 """The neutral form of published Mixture-of-Experts training runs (``kind:
 validation_points_moe``, as ``../shared/validation/moe.yaml`` writes them) read as ghsim's own
-``validation_points``.
+``validation_points``; serving measurements in their neutral form are read by
+:mod:`ghsim.config.neutral_serving`.
 
 The neutral form predates ghsim's MoE keys and writes some of them as the sources give them, in
 words: the router (``"sigmoid, aux-loss-free bias, group-limited (8 groups, top-4 groups"``), which
@@ -29,6 +30,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ghsim.config.neutral_serving import inference_point, is_neutral_inference
+
 NEUTRAL_KINDS = {"validation_points_moe": "validation_points"}
 """Neutral-form kinds ghsim reads, and the kind each becomes."""
 
@@ -48,6 +51,11 @@ def from_neutral(document: dict[str, Any]) -> dict[str, Any]:
     """``document`` (a neutral-form file) as the ghsim kind it stands for; a file of any other
     kind is returned as it is."""
     kind = document.get("kind")
+    if not isinstance(kind, str):
+        return document
+    if is_neutral_inference(document):
+        return {**document, "points": [inference_point(p) if isinstance(p, dict) else p
+                                       for p in document["points"]]}
     if kind not in NEUTRAL_KINDS:
         return document
     points = document.get("points")
@@ -80,19 +88,27 @@ def _point(point: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scenario(scenario: dict[str, Any], readings: list[str]) -> dict[str, Any]:
+    """A neutral scenario's sections rewritten where they are mappings (a model named by its
+    file, or a broken section, is left for the loader and the schema)."""
     out = {key: value for key, value in scenario.items() if key != "framework"}
-    model = dict(out.get("model") or {})
-    training = dict(out.get("training") or {})
-    parallelism = dict(out.get("parallelism") or {})
-    _model(model, readings)
-    _precision(training, readings)
-    _parallelism(parallelism, readings)
-    training.pop("grad_accum", None)  # micro-batches follow from the global batch
-    training.setdefault("attention", "flash")
+    model, training, parallelism = ({**section} if isinstance(section, dict) else None
+                                    for section in (out.get("model"), out.get("training"),
+                                                    out.get("parallelism")))
+    if model is not None:
+        _model(model, readings)
+        out["model"] = model
+    if training is not None:
+        _precision(training, readings)
+        training.pop("grad_accum", None)  # micro-batches follow from the global batch
+        training.setdefault("attention", "flash")
+        out["training"] = training
+    if parallelism is not None:
+        _parallelism(parallelism, readings)
+        out["parallelism"] = parallelism
     framework = scenario.get("framework")
     if isinstance(framework, dict):
-        _framework(framework, model, training, parallelism, readings)
-    out.update(model=model, training=training, parallelism=parallelism)
+        _framework(framework, model or {}, training if training is not None else {},
+                   parallelism if parallelism is not None else {}, readings)
     out.setdefault("offload", {"strategy": "none"})
     return out
 

@@ -21,7 +21,7 @@ from ghsim.engine.result import does_not_fit_line
 from ghsim.engine.simulate import simulate
 from ghsim.errors import InputError
 from ghsim.serving import simulate_serving
-from ghsim.serving.memory import mean_tokens
+from ghsim.serving.memory import mean_tokens, smallest_tp
 from ghsim.workload.modelsize import parameter_count
 
 SUBSETS = ("system", "precision", "model_size", "confidence")
@@ -208,8 +208,12 @@ def validate_inference_point(point: InferencePointSpec, source: str) -> ServingO
     """Simulate one inference point and compare its throughput (and mean latencies)."""
     measured = point.measured
     subsets = subsets_of(point)
+    spec = point.scenario
+    if point.choose_tp:
+        spec = spec.model_copy(update={"parallelism": spec.parallelism.model_copy(
+            update={"tp": smallest_tp(spec)})})
     try:
-        result = simulate_serving(serving_scenario_from_spec(point.scenario, source)).to_dict()
+        result = simulate_serving(serving_scenario_from_spec(spec, source)).to_dict()
     except InputError as error:
         return ServingOutcome(point.id, measured.output_tokens_per_s, None, None,
                               failed=error.line(), subsets=subsets)

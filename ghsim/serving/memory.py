@@ -179,6 +179,31 @@ def weight_bytes_per_gpu(spec: ServingScenarioSpec) -> float:
     return (linear_bytes + output * half) / tp + embedding * half + norms * half
 
 
+WEIGHT_SHARE = 0.6
+"""A share of a GPU's memory a replica's weights may take, between those NVIDIA's MLPerf
+Inference v4.1 submissions serve at and those they split further (mlcommons/inference_results_
+v4.1@198fc4679 closed/NVIDIA configs, FP8): Mixtral 8x7B at TP 1 on an 80 GB H100 (55 %), Llama
+2 70B at TP 1 on an H200 or a GH200 144 GB (46 %), but at TP 2 on H100, where TP 1 would hold
+81 %."""
+
+
+def smallest_tp(spec: ServingScenarioSpec, share: float = WEIGHT_SHARE) -> int:
+    """The smallest tensor-parallel size, a power of two dividing ``num_gpus``, at which a
+    replica's weights take at most ``share`` of each GPU's memory (``num_gpus`` itself when
+    none does)."""
+    gpu = spec.system.node.gpu.gpu
+    assert gpu is not None
+    capacity = gpu.memory.capacity_gib * GIB
+    tp = 1
+    while tp < spec.num_gpus and spec.num_gpus % (2 * tp) == 0:
+        sized = spec.model_copy(update={"parallelism": spec.parallelism.model_copy(
+            update={"tp": tp})})
+        if weight_bytes_per_gpu(sized) <= share * capacity:
+            return tp
+        tp *= 2
+    return tp
+
+
 def kv_bytes_per_token(spec: ServingScenarioSpec) -> float:
     """One token's KV cache in every layer on one GPU (:func:`kv_width` per layer)."""
     return float(spec.model.layers * kv_width(spec.model, spec.parallelism.tp)

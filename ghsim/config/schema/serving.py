@@ -303,6 +303,13 @@ class InferencePointSpec(Spec):
     measured: ServingMeasuredSpec
     source: Annotated[str, Field(min_length=1)]
     notes: str = ""
+    choose_tp: bool = Field(
+        default=False, description="The source does not say how its GPUs were split into "
+        "tensor-parallel replicas: ghsim serves each replica on the smallest power of two "
+        "GPUs, dividing num_gpus, whose share of the weights takes at most 60 % of a GPU's "
+        "memory (NVIDIA's MLPerf Inference v4.1 submissions serve Mixtral 8x7B in FP8 on "
+        "one 80 GB H100, 55 %, but Llama 2 70B on two, where one would hold 81 %; on an H200 "
+        "or a GH200 144 GB one holds it, 46 %), in place of the scenario's parallelism.tp.")
     scenario: ServingScenarioSpec
 
 
