@@ -57,3 +57,22 @@ def test_caraml_800m_on_four_gpu_systems_within_its_published_figure() -> None:
 
     errors = [predicted / measured - 1 for _, _, measured, predicted in caraml_gpus.runs()]
     assert len(errors) == 24 and sum(abs(e) for e in errors) / len(errors) <= 0.15, errors
+
+
+def test_trtllm_perf_overview_dense_rows_outside_the_validation_sets() -> None:
+    """TensorRT-LLM v1.0's performance overview (NVIDIA/TensorRT-LLM@00f37686
+    docs/source/performance/perf-overview.md; benchmarks/trtllm_perf_overview.py), rows no
+    validation file holds: Llama 3.3 70B and Llama 3.1 8B at TP 1 and 2 on H100 and H200, ten
+    input/output lengths each, within 10 % on average (today 7 %). Llama 3.1 405B at TP 8 is
+    predicted 5-32 % fast (all 20 rows too fast), which the bound below only guards."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import trtllm_perf_overview
+
+    errors: dict[bool, list[float]] = {True: [], False: []}
+    for _, _, tp, _, _, measured, ghsim in trtllm_perf_overview.rows():
+        errors[tp == 8].append(ghsim / measured - 1)
+    small = errors[False]
+    assert len(small) == 40 and sum(abs(e) for e in small) / len(small) <= 0.10, small
+    assert len(errors[True]) == 20 and max(errors[True]) <= 0.35, errors[True]
