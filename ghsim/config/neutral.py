@@ -11,7 +11,7 @@ in the point's notes; what it does not recognize it leaves where it was, so that
 validation with the schema's own message naming the key (``ghsim validate`` reports it and runs
 the other points). It assumes nothing the form does not say, except what the schema needs and
 the form leaves out, which it lists in the notes: an RMSNorm (every MoE model of the form uses
-one) and fused attention kernels.
+one).
 
 The framework a run used sets defaults of its own, applied here where its cited launcher or
 recipe sets them for every run (the repo's converted ``validation/moe.yaml`` cites the same
@@ -100,7 +100,6 @@ def _scenario(scenario: dict[str, Any], readings: list[str]) -> dict[str, Any]:
     if training is not None:
         _precision(training, readings)
         training.pop("grad_accum", None)  # micro-batches follow from the global batch
-        training.setdefault("attention", "flash")
         out["training"] = training
     if parallelism is not None:
         _parallelism(parallelism, readings)
