@@ -26,8 +26,8 @@ from ghsim.workload.modelsize import (
 from tests.conftest import shipped
 from tests.test_modelsize import PUBLISHED_MISSES
 
-MOE_MODELS = ["deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b",
-              "mixtral-8x22b", "mixtral-8x7b", "llama4-scout", "llama4-maverick"]
+MOE_MODELS = ["deepseek-v3", "deepseek-r1", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b",
+              "gpt-oss-120b", "mixtral-8x22b", "mixtral-8x7b", "llama4-scout", "llama4-maverick"]
 DENSE_MODELS = [p.stem for p in shipped("models") if p.stem not in MOE_MODELS]
 
 # A tiny MoE model, counted on paper below: h 8, 2 query heads / 1 KV head of 4, dense MLP 16,
