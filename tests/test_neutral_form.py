@@ -186,3 +186,13 @@ def test_an_unknown_workload_fails_its_point_naming_the_key(
     assert code == 0 and report["failed"] == 1
     (failed,) = [p["failed"] for p in report["points"]]
     assert "scenario.inference.workload" in failed
+
+
+def test_a_model_spelled_otherwise_is_the_shipped_one_and_a_stranger_is_named() -> None:
+    from ghsim.config.neutral_serving import inference_point
+
+    point = read_mapping(SERVING)["points"][0]
+    respelled = inference_point({**point, "model": "Llama-2-70B"})
+    assert respelled["scenario"]["model"] == "llama2-70b"
+    assert "model llama2-70b for 'Llama-2-70B'" in respelled["notes"]
+    assert inference_point({**point, "model": "falcon-180b"})["scenario"]["model"] == "falcon-180b"

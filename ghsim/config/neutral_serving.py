@@ -30,6 +30,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ghsim.config.search import find_named, known_names
+
 MLPERF: dict[str, dict[str, Any]] = {
     "llama2-70b": {"count": 24576, "max_output": 1024, "beam": 1, "kv_fraction": 0.9,
                    "limits": (2000, 200),
@@ -93,7 +95,8 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
         inference["workload"] = workload  # left for the schema to name
     gpus = point.get("num_gpus", 1)
     scenario = {"name": point.get("id", "point"), "system": point.get("system"),
-                "num_gpus": gpus, "model": point.get("model"), "inference": inference,
+                "num_gpus": gpus, "model": _model_name(point.get("model"), readings),
+                "inference": inference,
                 "parallelism": point.get("parallelism") or {"tp": 1}}
     choose = not point.get("parallelism") and gpus != 1
     if choose:
@@ -107,6 +110,24 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
             "source": point.get("source"), "measured": _measured(point.get("measured")),
             "notes": f"{notes} [Read from the neutral form: {'; '.join(readings)}.]",
             "choose_tp": choose, "scenario": scenario}
+
+
+def _key(name: str) -> str:
+    """A model name with case, spaces and punctuation left out: 'Llama-3.1-8B' is llama318b."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _model_name(model: Any, readings: list[str]) -> Any:
+    """The shipped (or local) model a neutral point names, matched without case and
+    punctuation where its spelling differs ('Llama-3.1-70B' is llama3.1-70b); a name that
+    matches none, or several, is left for the loader to report."""
+    if not isinstance(model, str) or find_named("model", model) is not None:
+        return model
+    matches = [name for name in known_names("model") if _key(name) == _key(model)]
+    if len(matches) != 1:
+        return model
+    readings.append(f"model {matches[0]} for {model!r}")
+    return matches[0]
 
 
 def _measured(measured: Any) -> Any:
