@@ -196,3 +196,13 @@ def test_a_model_spelled_otherwise_is_the_shipped_one_and_a_stranger_is_named() 
     assert respelled["scenario"]["model"] == "llama2-70b"
     assert "model llama2-70b for 'Llama-2-70B'" in respelled["notes"]
     assert inference_point({**point, "model": "falcon-180b"})["scenario"]["model"] == "falcon-180b"
+
+
+def test_a_maxq_run_is_served_on_the_power_capped_system() -> None:
+    from ghsim.config.neutral_serving import inference_point
+
+    point = read_mapping(SERVING)["points"][0]
+    maxq = {**point, "system": "dgx-h200",
+            "system_description": "8x H200 SXM 141 GB, MaxQ (power-capped)"}
+    assert inference_point(maxq)["scenario"]["system"] == "dgx-h200-maxq"
+    assert inference_point({**maxq, "system": "dgx-h100"})["scenario"]["system"] == "dgx-h100"
