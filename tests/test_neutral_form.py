@@ -194,6 +194,8 @@ def test_a_model_spelled_otherwise_is_the_shipped_one_and_a_stranger_is_named() 
     point = read_mapping(SERVING)["points"][0]
     respelled = inference_point({**point, "model": "Llama-2-70B"})
     assert respelled["scenario"]["model"] == "llama2-70b"
+    # and MLPerf's dataset for it is found under its shipped name
+    assert respelled["scenario"]["inference"]["requests"]["max_output_tokens"] == 1024
     assert "model llama2-70b for 'Llama-2-70B'" in respelled["notes"]
     assert inference_point({**point, "model": "falcon-180b"})["scenario"]["model"] == "falcon-180b"
 

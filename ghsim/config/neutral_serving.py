@@ -83,22 +83,21 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
     readings: list[str] = []
     inference: dict[str, Any] = {key: point[key] for key in ("precision",) if key in point}
     software = str(point.get("software", ""))
+    model = _model_name(point.get("model"), readings)
     kind = workload.get("kind")
     if kind == "fixed_length":
         _fixed(workload, software, inference, readings)
     elif kind == "fixed_length_concurrency":
         _clients(workload, inference, readings)
     elif kind in ("mlperf_offline", "mlperf_server"):
-        _mlperf(str(point.get("model", "")), workload, kind == "mlperf_server", inference,
-                readings)
+        _mlperf(str(model), workload, kind == "mlperf_server", inference, readings)
     else:
         inference["workload"] = workload  # left for the schema to name
     gpus = point.get("num_gpus", 1)
     scenario = {"name": point.get("id", "point"),
                 "system": _system(point.get("system"), point.get("system_description"),
                                   readings),
-                "num_gpus": gpus, "model": _model_name(point.get("model"), readings),
-                "inference": inference,
+                "num_gpus": gpus, "model": model, "inference": inference,
                 "parallelism": point.get("parallelism") or {"tp": 1}}
     choose = not point.get("parallelism") and gpus != 1
     if choose:
@@ -108,9 +107,11 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
     if workload.get("dataset"):
         said.append(f"dataset: {workload['dataset']}")
     notes = " ".join([*said, str(point.get("notes", ""))]).strip()
+    if readings:
+        notes += f" [Read from the neutral form: {'; '.join(readings)}.]"
     return {"id": point.get("id"), "confidence": point.get("confidence"),
             "source": point.get("source"), "measured": _measured(point.get("measured")),
-            "notes": f"{notes} [Read from the neutral form: {'; '.join(readings)}.]",
+            "notes": notes,
             "choose_tp": choose, "scenario": scenario}
 
 
