@@ -64,6 +64,17 @@ def test_automodels_gpt_oss_reads_its_windows_clamp_recompute_and_gate() -> None
     assert scenario["training"]["deepep_fused_multihot"] is True
 
 
+@pytest.mark.parametrize(("words", "dispatcher"), [
+    ("DeepEP", "deepep"), ("flex/HybridEP", "deepep"), ("alltoall", "alltoall"),
+    ("allgather", "allgather")])
+def test_the_dispatcher_named_in_words(words: str, dispatcher: str) -> None:
+    document = read_mapping(NEUTRAL)
+    document["points"][0]["scenario"]["framework"]["dispatcher"] = words
+    (point, *_) = from_neutral(document)["points"]
+    assert point["scenario"]["parallelism"]["moe_dispatcher"] == dispatcher  # allgather: the
+    # schema names it (ghsim has no all-gather dispatcher)
+
+
 def test_selective_recompute_modules_are_megatrons_names() -> None:
     # "selective: norm, act"
     parallelism = _points()["zoo_qwen3_235b_h100_256_tp2_ep32_pp8"]["scenario"]["parallelism"]

@@ -226,8 +226,11 @@ def _framework(framework: dict[str, Any], model: dict[str, Any], training: dict[
     name = str(framework.get("name", ""))
     dispatcher = str(framework.get("dispatcher", "")).lower()
     if dispatcher:
-        parallelism["moe_dispatcher"] = dispatcher
-        readings.append(f"moe_dispatcher {dispatcher}")
+        # Megatron's flex dispatcher runs DeepEP or HybridEP, each sending a token once to
+        # each rank (and remote NVLink domain) its experts are on: ghsim's deepep
+        once = "deepep" in dispatcher or "hybridep" in dispatcher
+        parallelism["moe_dispatcher"] = "deepep" if once else dispatcher
+        readings.append(f"moe_dispatcher {parallelism['moe_dispatcher']} for {dispatcher!r}")
     if "Megatron-Bridge" in name:
         training.setdefault("cross_entropy_fusion", True)
         training.setdefault("cross_entropy_fusion_impl", "te")
