@@ -94,7 +94,7 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
     else:
         inference["workload"] = workload  # left for the schema to name
     gpus = point.get("num_gpus", 1)
-    scenario = {"name": point.get("id", "point"),
+    scenario = {"name": str(point.get("id", "point")),
                 "system": _system(point.get("system"), point.get("system_description"),
                                   readings),
                 "num_gpus": gpus, "model": model, "inference": inference,
@@ -109,10 +109,11 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
     notes = " ".join([*said, str(point.get("notes", ""))]).strip()
     if readings:
         notes += f" [Read from the neutral form: {'; '.join(readings)}.]"
-    return {"id": point.get("id"), "confidence": point.get("confidence"),
-            "source": point.get("source"), "measured": _measured(point.get("measured")),
-            "notes": notes,
-            "choose_tp": choose, "scenario": scenario}
+    given: dict[str, Any] = {key: point[key] for key in ("id", "confidence", "source")
+                             if key in point}
+    if "measured" in point:
+        given["measured"] = _measured(point["measured"])
+    return {**given, "notes": notes, "choose_tp": choose, "scenario": scenario}
 
 
 def _key(name: str) -> str:
