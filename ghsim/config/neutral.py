@@ -74,7 +74,7 @@ def _point(point: dict[str, Any]) -> dict[str, Any]:
         rest = [f"{key} {value}" for key, value in measured.items()
                 if key not in ("step_time_s", "how")]
         how = str(measured.get("how", ""))
-        out["measured"] = {"step_time_s": measured.get("step_time_s"),
+        out["measured"] = {**{k: v for k, v in measured.items() if k == "step_time_s"},
                            "how": f"{how} ({', '.join(rest)})" if rest else how}
     else:
         out["measured"] = measured
