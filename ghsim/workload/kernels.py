@@ -46,8 +46,9 @@ def _fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
 
 
 def _eager_only(name: str, op: str, elements: int, s: LayerShapes) -> list[Step]:
-    """A step that exists only where the framework runs ``op`` as PyTorch kernels (a bias
-    a fused GEMM epilogue would add): its :data:`_EAGER` kernels, or nothing."""
+    """A step that exists only where the framework runs ``op`` as PyTorch kernels (a bias a
+    fused GEMM epilogue adds, layout copies a kernel reading strided tensors avoids): its
+    :data:`_EAGER` kernels, or nothing."""
     if op not in s.eager:
         return []
     return [_fusable(name, op, elements, s)]
