@@ -395,8 +395,9 @@ def _kernels(sc: Scenario, backward: bool = False) -> dict[str, Kernel]:
 def test_eager_ops_move_the_bytes_counted_by_hand() -> None:
     """One sequence of 2048 tokens, hidden 64, 4 heads of 16, ffn 256, bf16. RMSNorm eager: 36
     bytes an element forward in 5 kernels, 88 backward in 10; RoPE over queries and keys: 20
-    and 20 in 5 each; the gated activation over the ffn: 10 and 18 in 2 and 3. Fused: one
-    kernel, 2 bytes read and written an element (the activation reads both halves)."""
+    and 20, in 5 kernels for each of them both ways; the gated activation over the ffn: 10
+    and 18 in 2 and 3. Fused: one kernel, 2 bytes read and written an element (the activation
+    reads both halves)."""
     model = {"gated_mlp": True, "qk_norm": True}
     fused = _kernels(scenario(model))
     eager = _kernels(scenario(model, eager_ops=["norm", "rope", "activation"]))
@@ -407,7 +408,7 @@ def test_eager_ops_move_the_bytes_counted_by_hand() -> None:
     for name, elements, forward, backward, kernels in (
             ("ln1", t * h, 36, 88, (5, 10)), ("ln2", t * h, 36, 88, (5, 10)),
             ("q_norm", t * h, 36, 88, (5, 10)), ("k_norm", t * h, 36, 88, (5, 10)),
-            ("rope", t * 2 * h, 20, 20, (5, 5)), ("mlp_act", t * f, 10, 18, (2, 3))):
+            ("rope", t * 2 * h, 20, 20, (10, 10)), ("mlp_act", t * f, 10, 18, (2, 3))):
         assert eager[name].bytes == elements * forward, name
         assert eager_bwd[f"{name}.bwd"].bytes == pytest.approx(elements * backward), name
         assert (eager[name].kernels, eager_bwd[f"{name}.bwd"].kernels) == kernels, name

@@ -71,7 +71,7 @@ def _residual(name: str, elements: int, s: LayerShapes) -> Kernel:
 
 _EAGER: dict[str, tuple[float, int, float, int]] = {
     "norm": (36.0, 5, 88.0, 10),
-    "rope": (20.0, 5, 20.0, 5),
+    "rope": (20.0, 10, 20.0, 10),
     "activation": (10.0, 2, 18.0, 3),
     "gelu": (46.0, 10, 92.0, 19),
     "clamp": (8.0, 3, 15.0, 7),
@@ -84,8 +84,9 @@ RMSNorm upcasts to fp32 (2 + 4), squares (4 + 4), averages (4), scales (4 + 4), 
 downcast, scale and its reduction, square, the two gradients' sum, upcast). RoPE's
 ``q * cos + rotate_half(q) * sin`` negates half (1 + 1), concatenates (2 + 2), multiplies
 twice and adds (4 + 4 + 6); backward the products by sin and cos, the negation, the slices'
-copy and the sum. The gated MLP's ``act(gate) * up``: SiLU (2 + 2 per element of the
-up-projection's half) and the product (4 + 2); backward both products and SiLU's gradient.
+copy and the sum: five kernels each way, for the queries and again for the keys. The gated
+MLP's ``act(gate) * up``: SiLU (2 + 2 per element of the up-projection's half) and the product
+(4 + 2); backward both products and SiLU's gradient.
 A GELU MLP's activation with biases (``gelu``; without, ``F.gelu`` is one kernel) is
 Megatron-LM's ``bias_gelu``, the tanh approximation with the up-projection's bias added
 (megatron/model/fused_bias_gelu.py at NVIDIA/Megatron-LM@f7727433), op by op, as
