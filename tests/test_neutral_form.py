@@ -219,3 +219,32 @@ def test_a_maxq_run_is_served_on_the_power_capped_system() -> None:
             "system_description": "8x H200 SXM 141 GB, MaxQ (power-capped)"}
     assert inference_point(maxq)["scenario"]["system"] == "dgx-h200-maxq"
     assert inference_point({**maxq, "system": "dgx-h100"})["scenario"]["system"] == "dgx-h100"
+
+
+@pytest.mark.parametrize(("words", "dense", "freq"), [
+    ("first 3 layers dense, layers 4-61 MoE ([0]*3+[1]*58)", 3, 1),
+    ("every layer MoE (1)", 0, 1),
+    ("alternating dense / MoE, MoE second ([0,1]*24)", 1, 2),
+    ("[1, 0] * 24", 0, 2),
+    ("first 2 layers dense", 2, 1)])
+def test_which_layers_are_moe_read_from_megatrons_list_or_words(words: str, dense: int,
+                                                                  freq: int) -> None:
+    document = read_mapping(NEUTRAL)
+    document["points"][0]["scenario"]["model"]["moe"]["moe_layer_freq"] = words
+    moe = from_neutral(document)["points"][0]["scenario"]["model"]["moe"]
+    assert (moe.get("dense_layers", 0), moe.get("layer_freq", 1)) == (dense, freq)
+    assert "moe_layer_freq" not in moe
+
+
+def test_a_layer_list_no_frequency_reproduces_is_left_for_the_schema() -> None:
+    document = read_mapping(NEUTRAL)
+    document["points"][0]["scenario"]["model"]["moe"]["moe_layer_freq"] = "[0,1,1]*20"
+    moe = from_neutral(document)["points"][0]["scenario"]["model"]["moe"]
+    assert moe["moe_layer_freq"] == "[0,1,1]*20"
+
+
+def test_a_layer_list_of_absurd_length_is_not_spelled_out() -> None:
+    document = read_mapping(NEUTRAL)
+    document["points"][0]["scenario"]["model"]["moe"]["moe_layer_freq"] = "[1]*999999999999"
+    moe = from_neutral(document)["points"][0]["scenario"]["model"]["moe"]
+    assert moe["moe_layer_freq"] == "[1]*999999999999"  # the schema names it

@@ -42,6 +42,9 @@ _RECOMPUTE_MODULES = {"norm": "layernorm", "layernorm": "layernorm", "act": "moe
 
 _FP8_RECIPES = ("tensorwise", "blockwise", "delayed")
 
+_MAX_LAYERS = 100_000
+"""The longest layer list the reader spells out (a bound on the memory a file can ask for)."""
+
 _CLAMP = 7.0
 """The one clamped SwiGLU of the form is GPT-OSS's, clamped at 7 (Megatron-Bridge@v0.2.0
 ``GPTOSSProvider.activation_func_clamp_value``)."""
@@ -143,16 +146,43 @@ def _model(model: dict[str, Any], readings: list[str]) -> None:
 
 
 def _layer_freq(moe: dict[str, Any], readings: list[str]) -> None:
+    """Which layers are MoE: Megatron's list form (``[0]*3+[1]*58``, ``[0,1]*24``) where the
+    text has one, else "first N layers dense" or "every layer"; as ``dense_layers`` and
+    ``layer_freq`` (a list they cannot reproduce is left for the schema to name)."""
     text = moe.get("moe_layer_freq")
     if not isinstance(text, str):
         return
+    pattern = _layer_pattern(text)
     dense = re.search(r"first (\d+) layers? dense", text)
-    if dense:
+    if pattern is not None:
+        first = pattern.index(1) if 1 in pattern else len(pattern)
+        ones = [i - first for i, flag in enumerate(pattern) if flag]
+        freq = ones[1] if len(ones) > 1 else 1
+        if pattern != [int(i >= first and (i - first) % freq == 0)
+                       for i in range(len(pattern))]:
+            return
+        moe["dense_layers"], moe["layer_freq"] = first, freq
+    elif dense:
         moe["dense_layers"] = int(dense.group(1))
     elif not re.match(r"every layer", text):
         return  # left for the schema to name
     moe.pop("moe_layer_freq")
-    readings.append(f"dense_layers {moe.get('dense_layers', 0)} from {text!r}")
+    readings.append(f"dense_layers {moe.get('dense_layers', 0)}, layer_freq "
+                    f"{moe.get('layer_freq', 1)} from {text!r}")
+
+
+def _layer_pattern(text: str) -> list[int] | None:
+    """The 0/1 list a Megatron ``--moe-layer-freq`` expression in ``text`` spells out
+    (``[0]*3+[1]*58``), or None."""
+    found = re.search(r"\[[01](?:\s*,\s*[01])*\]\s*\*\s*\d+"
+                      r"(?:\s*\+\s*\[[01](?:\s*,\s*[01])*\]\s*\*\s*\d+)*", text)
+    if found is None:
+        return None
+    terms = [([int(x) for x in items.split(",")], int(times)) for items, times
+             in re.findall(r"\[([01\s,]+)\]\s*\*\s*(\d+)", found.group(0))]
+    if sum(len(items) * times for items, times in terms) > _MAX_LAYERS:
+        return None  # no model has so many layers: left for the schema to name
+    return [flag for items, times in terms for flag in items * times]
 
 
 def _router(moe: dict[str, Any], model: dict[str, Any], readings: list[str]) -> None:
