@@ -11,6 +11,12 @@ fixed by the model, so their bandwidth follows from the trace alone:
   reads and writes the rank's 8192 tokens x 6400 (51200 / TP 8) fp32 logits in place
   (Megatron's ``vocab_parallel_cross_entropy``), a point-wise kernel on a contiguous tensor.
 
+The unfused attention's two batched GEMMs have fixed FLOPs too, 2 x 16 x 2048 x 2048 x 128 each
+(4 sequences x 4 heads a rank): the scores' ``baddbmm`` over strided query and key views
+(cuBLAS ``s1688gemm_fp16_256x64``, the kernel after the QKV GEMM) and the weighted sum's
+``bmm`` (``s16816gemm_fp16_64x128_sliced1x2``, the one after the softmax). Their TFLOP/s are
+printed beside ghsim's for the same kernels.
+
 The figures it prints are the sources of the element-wise, softmax and point-wise efficiencies
 of ``configs/hardware/a100-sxm4-80gb.yaml``. It then adds up each rank's compute kernels over
 the traced forward pass (NCCL's left out) against ghsim's kernels for the same forward pass of
@@ -31,12 +37,17 @@ PATTERN = "my_test__inputs__workload__megatron-tp8__megatron_kineto_{}.json.gz"
 LAYERNORM_BYTES = 8192 * 4096 * 2 * 2
 SOFTMAX_BYTES = 4 * 4 * 2048 * 2048 * 2 * 2
 EXP_BYTES = 8192 * 6400 * 4 * 2
+BMM_FLOPS = 2 * 16 * 2048 * 2048 * 128
+BMM_KERNELS = {"attn.qk": "s1688gemm_fp16_256x64", "attn.av": "s16816gemm_fp16_64x128_sliced1x2"}
+"""The unfused attention's batched GEMMs and the cuBLAS kernels the traces ran them with."""
 
 
 def measure(folder: Path) -> dict[str, float]:
     """GB/s of the LayerNorm and softmax kernels over the eight ranks, and their count."""
     norm = softmax = exp = 0.0
     norm_calls = softmax_calls = exp_calls = 0
+    bmm = dict.fromkeys(BMM_KERNELS, 0.0)
+    bmm_calls = dict.fromkeys(BMM_KERNELS, 0)
     for rank in range(8):
         with gzip.open(folder / PATTERN.format(rank), "rt") as handle:
             events = json.load(handle)["traceEvents"]
@@ -52,6 +63,10 @@ def measure(folder: Path) -> dict[str, float]:
             elif "vectorized_elementwise_kernel" in event["name"] and "exp_kernel" in event["name"]:
                 exp += event["dur"] * 1e-6
                 exp_calls += 1
+            for step, kernel in BMM_KERNELS.items():
+                if kernel in event["name"]:
+                    bmm[step] += event["dur"] * 1e-6
+                    bmm_calls[step] += 1
     return {
         "layernorm_gb_s": norm_calls * LAYERNORM_BYTES / norm / 1e9,
         "layernorm_kernels": norm_calls,
@@ -59,6 +74,8 @@ def measure(folder: Path) -> dict[str, float]:
         "softmax_kernels": softmax_calls,
         "exp_gb_s": exp_calls * EXP_BYTES / exp / 1e9,
         "exp_kernels": exp_calls,
+        **{f"{step}_tflops": bmm_calls[step] * BMM_FLOPS / bmm[step] / 1e12 for step in bmm},
+        **{f"{step}_kernels": bmm_calls[step] for step in bmm},
     }
 
 
@@ -89,6 +106,17 @@ def traced_forward_s(folder: Path) -> list[float]:
 def ghsim_forward_s() -> float:
     """ghsim's kernel seconds for the same forward pass: its forward ops' kernels on one rank,
     each on an otherwise idle GPU (launch gaps included)."""
+    return sum(_forward_kernel_s().values())
+
+
+def ghsim_kernel_s(name: str) -> float:
+    """ghsim's seconds of one forward kernel of the traced layer (launch gap included)."""
+    return _forward_kernel_s(name)[name]
+
+
+def _forward_kernel_s(only: str | None = None) -> dict[str, float]:
+    """Seconds of ghsim's forward kernels on one rank, by kernel name (all of them summed, or
+    the first of ``only``)."""
     import tempfile
 
     import yaml
@@ -105,8 +133,16 @@ def ghsim_forward_s() -> float:
         path.write_text(yaml.safe_dump(TRACED_SCENARIO, sort_keys=False))
         workload = lower(load_scenario(path))
     gpu = gpu_cost_model(load_hardware("a100-sxm4-80gb"))
-    return sum(gpu.kernel_s(step) for op in workload.classes[0].ops if op.name.startswith("F.")
-               for step in op.body if isinstance(step, Kernel))
+    seconds: dict[str, float] = {}
+    for op in workload.classes[0].ops:
+        if not op.name.startswith("F."):
+            continue
+        for step in op.body:
+            if isinstance(step, Kernel) and (only is None or step.name == only):
+                if only is not None:
+                    return {only: gpu.kernel_s(step)}
+                seconds[step.name] = seconds.get(step.name, 0.0) + gpu.kernel_s(step)
+    return seconds
 
 
 def main() -> int:
@@ -117,6 +153,10 @@ def main() -> int:
     print(f"masked softmax: {figures['softmax_kernels']:.0f} kernels, "
           f"{figures['softmax_gb_s']:.0f} GB/s")
     print(f"point-wise exp: {figures['exp_kernels']:.0f} kernels, {figures['exp_gb_s']:.0f} GB/s")
+    for step in BMM_KERNELS:
+        ghsim_tflops = BMM_FLOPS / ghsim_kernel_s(step) / 1e12
+        print(f"unfused attention {step}: {figures[f'{step}_kernels']:.0f} kernels, "
+              f"{figures[f'{step}_tflops']:.0f} TFLOP/s (ghsim {ghsim_tflops:.0f})")
     traced = traced_forward_s(folder)
     ghsim = ghsim_forward_s()
     print(f"forward pass, compute kernels: traced {1e3 * min(traced):.1f}-{1e3 * max(traced):.1f} "
