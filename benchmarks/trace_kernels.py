@@ -11,6 +11,12 @@ fixed by the model, so their bandwidth follows from the trace alone:
   reads and writes the rank's 8192 tokens x 6400 (51200 / TP 8) fp32 logits in place
   (Megatron's ``vocab_parallel_cross_entropy``), a point-wise kernel on a contiguous tensor.
 
+The fused element-wise kernels Megatron compiled with Triton have fixed bytes as well: the
+bias-dropout-add (``triton__0d1d2d3d4de``, two a layer) reads the projection's output and the
+residual stream and writes their sum, 8192 x 4096 fp16 values each (the bias is a vector), and
+the bias-GELU (``triton__0d1d2d3de``, one a layer) reads and writes the rank's 8192 x 2048 fp16
+up-projection. Their GB/s are printed beside ghsim's element-wise rate, which prices them.
+
 The unfused attention's two batched GEMMs have fixed FLOPs too, 2 x 16 x 2048 x 2048 x 128 each
 (4 sequences x 4 heads a rank): the scores' ``baddbmm`` over strided query and key views
 (cuBLAS ``s1688gemm_fp16_256x64``, the kernel after the QKV GEMM) and the weighted sum's
@@ -37,6 +43,8 @@ PATTERN = "my_test__inputs__workload__megatron-tp8__megatron_kineto_{}.json.gz"
 LAYERNORM_BYTES = 8192 * 4096 * 2 * 2
 SOFTMAX_BYTES = 4 * 4 * 2048 * 2048 * 2 * 2
 EXP_BYTES = 8192 * 6400 * 4 * 2
+FUSED_BYTES = {"triton__0d1d2d3d4de": 8192 * 4096 * 2 * 3, "triton__0d1d2d3de": 8192 * 2048 * 2 * 2}
+"""Bytes of the Triton bias-dropout-add and bias-GELU kernels of the traces."""
 BMM_FLOPS = 2 * 16 * 2048 * 2048 * 128
 BMM_KERNELS = {"attn.qk": "s1688gemm_fp16_256x64", "attn.av": "s16816gemm_fp16_64x128_sliced1x2"}
 """The unfused attention's batched GEMMs and the cuBLAS kernels the traces ran them with."""
@@ -48,6 +56,8 @@ def measure(folder: Path) -> dict[str, float]:
     norm_calls = softmax_calls = exp_calls = 0
     bmm = dict.fromkeys(BMM_KERNELS, 0.0)
     bmm_calls = dict.fromkeys(BMM_KERNELS, 0)
+    fused = dict.fromkeys(FUSED_BYTES, 0.0)
+    fused_calls = dict.fromkeys(FUSED_BYTES, 0)
     for rank in range(8):
         with gzip.open(folder / PATTERN.format(rank), "rt") as handle:
             events = json.load(handle)["traceEvents"]
@@ -67,6 +77,9 @@ def measure(folder: Path) -> dict[str, float]:
                 if kernel in event["name"]:
                     bmm[step] += event["dur"] * 1e-6
                     bmm_calls[step] += 1
+            if event["name"] in FUSED_BYTES:
+                fused[event["name"]] += event["dur"] * 1e-6
+                fused_calls[event["name"]] += 1
     return {
         "layernorm_gb_s": norm_calls * LAYERNORM_BYTES / norm / 1e9,
         "layernorm_kernels": norm_calls,
@@ -76,6 +89,9 @@ def measure(folder: Path) -> dict[str, float]:
         "exp_kernels": exp_calls,
         **{f"{step}_tflops": bmm_calls[step] * BMM_FLOPS / bmm[step] / 1e12 for step in bmm},
         **{f"{step}_kernels": bmm_calls[step] for step in bmm},
+        **{f"{name}_gb_s": fused_calls[name] * FUSED_BYTES[name] / fused[name] / 1e9
+           for name in fused},
+        **{f"{name}_kernels": fused_calls[name] for name in fused},
     }
 
 
@@ -153,6 +169,14 @@ def main() -> int:
     print(f"masked softmax: {figures['softmax_kernels']:.0f} kernels, "
           f"{figures['softmax_gb_s']:.0f} GB/s")
     print(f"point-wise exp: {figures['exp_kernels']:.0f} kernels, {figures['exp_gb_s']:.0f} GB/s")
+    from ghsim.config.api import load_hardware
+    from ghsim.costmodel.gpu import gpu_cost_model
+
+    elementwise = gpu_cost_model(load_hardware("a100-sxm4-80gb")).elementwise_bytes_per_s / 1e9
+    for name, what in (("triton__0d1d2d3d4de", "bias-dropout-add"),
+                       ("triton__0d1d2d3de", "bias-GELU")):
+        print(f"fused {what} (Triton): {figures[f'{name}_kernels']:.0f} kernels, "
+              f"{figures[f'{name}_gb_s']:.0f} GB/s (ghsim's element-wise rate {elementwise:.0f})")
     for step in BMM_KERNELS:
         ghsim_tflops = BMM_FLOPS / ghsim_kernel_s(step) / 1e12
         print(f"unfused attention {step}: {figures[f'{step}_kernels']:.0f} kernels, "
