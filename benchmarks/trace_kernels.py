@@ -35,64 +35,64 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "tests" / "data" / "traces" / "astra-sim_astra-sim"
 PATTERN = "my_test__inputs__workload__megatron-tp8__megatron_kineto_{}.json.gz"
-LAYERNORM_BYTES = 8192 * 4096 * 2 * 2
-SOFTMAX_BYTES = 4 * 4 * 2048 * 2048 * 2 * 2
-EXP_BYTES = 8192 * 6400 * 4 * 2
-FUSED_BYTES = {"triton__0d1d2d3d4de": 8192 * 4096 * 2 * 3, "triton__0d1d2d3de": 8192 * 2048 * 2 * 2}
-"""Bytes of the Triton bias-dropout-add and bias-GELU kernels of the traces."""
-BMM_FLOPS = 2 * 16 * 2048 * 2048 * 128
-BMM_KERNELS = {"attn.qk": "s1688gemm_fp16_256x64", "attn.av": "s16816gemm_fp16_64x128_sliced1x2"}
-"""The unfused attention's batched GEMMs and the cuBLAS kernels the traces ran them with."""
+KINDS: dict[str, tuple[Callable[[str], bool], float]] = {
+    "LayerNorm": (lambda name: "cuApplyLayerNorm" in name, 8192 * 4096 * 2 * 2),
+    "masked softmax": (lambda name: "scaled_upper_triang_masked_softmax" in name,
+                       4 * 4 * 2048 * 2048 * 2 * 2),
+    "point-wise exp": (lambda name: "vectorized_elementwise_kernel" in name
+                       and "exp_kernel" in name, 8192 * 6400 * 4 * 2),
+    "fused bias-dropout-add (Triton)": (lambda name: name == "triton__0d1d2d3d4de",
+                                        8192 * 4096 * 2 * 3),
+    "fused bias-GELU (Triton)": (lambda name: name == "triton__0d1d2d3de", 8192 * 2048 * 2 * 2),
+    "attn.qk": (lambda name: "s1688gemm_fp16_256x64" in name, 2 * 16 * 2048 * 2048 * 128),
+    "attn.av": (lambda name: "s16816gemm_fp16_64x128_sliced1x2" in name,
+                2 * 16 * 2048 * 2048 * 128),
+}
+"""The kernels measured, how to recognise each in a trace, and the bytes (FLOPs for the two
+batched GEMMs, named as ghsim names them) one of them moves."""
+BMM = ("attn.qk", "attn.av")
+FUSED = ("fused bias-dropout-add (Triton)", "fused bias-GELU (Triton)")
 
 
-def measure(folder: Path) -> dict[str, float]:
-    """GB/s of the LayerNorm and softmax kernels over the eight ranks, and their count."""
-    norm = softmax = exp = 0.0
-    norm_calls = softmax_calls = exp_calls = 0
-    bmm = dict.fromkeys(BMM_KERNELS, 0.0)
-    bmm_calls = dict.fromkeys(BMM_KERNELS, 0)
-    fused = dict.fromkeys(FUSED_BYTES, 0.0)
-    fused_calls = dict.fromkeys(FUSED_BYTES, 0)
+@dataclass
+class Traced:
+    """What the eight ranks' traces hold: per kind of :data:`KINDS` its kernels and their
+    seconds, and each rank's seconds in compute kernels (NCCL's left out)."""
+
+    calls: dict[str, int]
+    seconds: dict[str, float]
+    forward_s: list[float]
+
+    def rate(self, kind: str) -> float:
+        """Bytes (or FLOPs) a second over every kernel of ``kind``."""
+        return self.calls[kind] * KINDS[kind][1] / self.seconds[kind]
+
+
+def measure(folder: Path) -> Traced:
+    """Read the eight ranks' traces once."""
+    traced = Traced(dict.fromkeys(KINDS, 0), dict.fromkeys(KINDS, 0.0), [])
     for rank in range(8):
         with gzip.open(folder / PATTERN.format(rank), "rt") as handle:
             events = json.load(handle)["traceEvents"]
+        compute = 0.0
         for event in events:
             if event.get("cat") != "kernel" or event.get("ph") != "X":
                 continue
-            if "cuApplyLayerNorm" in event["name"]:
-                norm += event["dur"] * 1e-6
-                norm_calls += 1
-            elif "scaled_upper_triang_masked_softmax" in event["name"]:
-                softmax += event["dur"] * 1e-6
-                softmax_calls += 1
-            elif "vectorized_elementwise_kernel" in event["name"] and "exp_kernel" in event["name"]:
-                exp += event["dur"] * 1e-6
-                exp_calls += 1
-            for step, kernel in BMM_KERNELS.items():
-                if kernel in event["name"]:
-                    bmm[step] += event["dur"] * 1e-6
-                    bmm_calls[step] += 1
-            if event["name"] in FUSED_BYTES:
-                fused[event["name"]] += event["dur"] * 1e-6
-                fused_calls[event["name"]] += 1
-    return {
-        "layernorm_gb_s": norm_calls * LAYERNORM_BYTES / norm / 1e9,
-        "layernorm_kernels": norm_calls,
-        "softmax_gb_s": softmax_calls * SOFTMAX_BYTES / softmax / 1e9,
-        "softmax_kernels": softmax_calls,
-        "exp_gb_s": exp_calls * EXP_BYTES / exp / 1e9,
-        "exp_kernels": exp_calls,
-        **{f"{step}_tflops": bmm_calls[step] * BMM_FLOPS / bmm[step] / 1e12 for step in bmm},
-        **{f"{step}_kernels": bmm_calls[step] for step in bmm},
-        **{f"{name}_gb_s": fused_calls[name] * FUSED_BYTES[name] / fused[name] / 1e9
-           for name in fused},
-        **{f"{name}_kernels": fused_calls[name] for name in fused},
-    }
+            name, seconds = event["name"], event["dur"] * 1e-6
+            compute += 0.0 if "nccl" in name else seconds
+            kind = next((k for k, (matches, _) in KINDS.items() if matches(name)), None)
+            if kind is not None:
+                traced.calls[kind] += 1
+                traced.seconds[kind] += seconds
+        traced.forward_s.append(compute)
+    return traced
 
 
 TRACED_SCENARIO = {
@@ -108,31 +108,9 @@ TRACED_SCENARIO = {
 """The traced run as a ghsim scenario (fp16, unfused attention, learned positions, biases)."""
 
 
-def traced_forward_s(folder: Path) -> list[float]:
-    """Each rank's GPU time in compute kernels (NCCL's left out) over the traced forward."""
-    seconds = []
-    for rank in range(8):
-        with gzip.open(folder / PATTERN.format(rank), "rt") as handle:
-            events = json.load(handle)["traceEvents"]
-        seconds.append(sum(e["dur"] for e in events if e.get("cat") == "kernel"
-                           and e.get("ph") == "X" and "nccl" not in e["name"]) * 1e-6)
-    return seconds
-
-
-def ghsim_forward_s() -> float:
-    """ghsim's kernel seconds for the same forward pass: its forward ops' kernels on one rank,
-    each on an otherwise idle GPU (launch gaps included)."""
-    return sum(_forward_kernel_s().values())
-
-
-def ghsim_kernel_s(name: str) -> float:
-    """ghsim's seconds of one forward kernel of the traced layer (launch gap included)."""
-    return _forward_kernel_s(name)[name]
-
-
-def _forward_kernel_s(only: str | None = None) -> dict[str, float]:
-    """Seconds of ghsim's forward kernels on one rank, by kernel name (all of them summed, or
-    the first of ``only``)."""
+def ghsim_forward_kernels() -> list[tuple[str, float]]:
+    """ghsim's kernels of the same forward pass on one rank, in order, each with its seconds
+    on an otherwise idle GPU (launch gaps included)."""
     import tempfile
 
     import yaml
@@ -149,42 +127,30 @@ def _forward_kernel_s(only: str | None = None) -> dict[str, float]:
         path.write_text(yaml.safe_dump(TRACED_SCENARIO, sort_keys=False))
         workload = lower(load_scenario(path))
     gpu = gpu_cost_model(load_hardware("a100-sxm4-80gb"))
-    seconds: dict[str, float] = {}
-    for op in workload.classes[0].ops:
-        if not op.name.startswith("F."):
-            continue
-        for step in op.body:
-            if isinstance(step, Kernel) and (only is None or step.name == only):
-                if only is not None:
-                    return {only: gpu.kernel_s(step)}
-                seconds[step.name] = seconds.get(step.name, 0.0) + gpu.kernel_s(step)
-    return seconds
+    return [(step.name, gpu.kernel_s(step)) for op in workload.classes[0].ops
+            if op.name.startswith("F.") for step in op.body if isinstance(step, Kernel)]
 
 
 def main() -> int:
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
-    figures = measure(folder)
-    print(f"LayerNorm: {figures['layernorm_kernels']:.0f} kernels, "
-          f"{figures['layernorm_gb_s']:.0f} GB/s")
-    print(f"masked softmax: {figures['softmax_kernels']:.0f} kernels, "
-          f"{figures['softmax_gb_s']:.0f} GB/s")
-    print(f"point-wise exp: {figures['exp_kernels']:.0f} kernels, {figures['exp_gb_s']:.0f} GB/s")
+    traced, kernels = measure(folder), ghsim_forward_kernels()
+    for kind in ("LayerNorm", "masked softmax", "point-wise exp"):
+        print(f"{kind}: {traced.calls[kind]} kernels, {traced.rate(kind) / 1e9:.0f} GB/s")
     from ghsim.config.api import load_hardware
     from ghsim.costmodel.gpu import gpu_cost_model
 
     elementwise = gpu_cost_model(load_hardware("a100-sxm4-80gb")).elementwise_bytes_per_s / 1e9
-    for name, what in (("triton__0d1d2d3d4de", "bias-dropout-add"),
-                       ("triton__0d1d2d3de", "bias-GELU")):
-        print(f"fused {what} (Triton): {figures[f'{name}_kernels']:.0f} kernels, "
-              f"{figures[f'{name}_gb_s']:.0f} GB/s (ghsim's element-wise rate {elementwise:.0f})")
-    for step in BMM_KERNELS:
-        ghsim_tflops = BMM_FLOPS / ghsim_kernel_s(step) / 1e12
-        print(f"unfused attention {step}: {figures[f'{step}_kernels']:.0f} kernels, "
-              f"{figures[f'{step}_tflops']:.0f} TFLOP/s (ghsim {ghsim_tflops:.0f})")
-    traced = traced_forward_s(folder)
-    ghsim = ghsim_forward_s()
-    print(f"forward pass, compute kernels: traced {1e3 * min(traced):.1f}-{1e3 * max(traced):.1f} "
-          f"ms a rank, ghsim {1e3 * ghsim:.1f} ms ({ghsim / (sum(traced) / 8) - 1:+.1%})")
+    for kind in FUSED:
+        print(f"{kind}: {traced.calls[kind]} kernels, {traced.rate(kind) / 1e9:.0f} GB/s "
+              f"(ghsim's element-wise rate {elementwise:.0f})")
+    for kind in BMM:
+        ghsim_rate = KINDS[kind][1] / next(seconds for name, seconds in kernels if name == kind)
+        print(f"unfused attention {kind}: {traced.calls[kind]} kernels, "
+              f"{traced.rate(kind) / 1e12:.0f} TFLOP/s (ghsim {ghsim_rate / 1e12:.0f})")
+    forward, ghsim = traced.forward_s, sum(seconds for _, seconds in kernels)
+    print(f"forward pass, compute kernels: traced {1e3 * min(forward):.1f}-"
+          f"{1e3 * max(forward):.1f} ms a rank, ghsim {1e3 * ghsim:.1f} ms "
+          f"({ghsim / (sum(forward) / 8) - 1:+.1%})")
     return 0
 
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ghsim.config import load_model, load_system
 from ghsim.config.api import serving_scenario_from_spec
-from ghsim.config.neutral_serving import requests_for
+from ghsim.config.neutral_serving import inference_point
 from ghsim.config.schema import ServingScenarioSpec
 from ghsim.serving import simulate_serving
 
@@ -44,14 +44,15 @@ TABLES: dict[tuple[str, str, int], tuple[float | None, ...]] = {
 
 
 def predicted(model: str, system: str, tp: int, isl: int, osl: int) -> float:
-    """ghsim's output tokens/s of one row."""
+    """ghsim's output tokens/s of one row, read as ``ghsim validate`` reads the row written
+    as a neutral ``fixed_length`` point."""
+    scenario = inference_point({
+        "id": f"{model}-{isl}-{osl}", "system": system, "num_gpus": tp, "model": model,
+        "precision": "fp8", "software": "TensorRT-LLM 1.0", "parallelism": {"tp": tp},
+        "workload": {"kind": "fixed_length", "input_tokens": isl, "output_tokens": osl}},
+    )["scenario"]
     spec = ServingScenarioSpec.model_validate({
-        "name": f"{model}-{isl}-{osl}", "system": load_system(system), "num_gpus": tp,
-        "model": load_model(model), "parallelism": {"tp": tp},
-        "inference": {"precision": "fp8",
-                      "requests": {"count": requests_for(isl, osl), "input_tokens": isl,
-                                   "output_tokens": osl},
-                      "scheduler": {"tuning": "trtllm_bench", "kv_memory_fraction": 0.95}}})
+        **scenario, "system": load_system(system), "model": load_model(model)})
     result = simulate_serving(serving_scenario_from_spec(spec, "perf-overview")).to_dict()
     return float(result["output_tokens_per_s"])
 

@@ -285,7 +285,7 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "    return 0.0 * samples * loading.sample_read_ms * 1e-3 / loading.workers",
              "a slow data loader never holds the step back", ("tests/test_data_loading.py",)),
     Sabotage("eager-gelu-fused", "ghsim/workload/shapes.py",
-             "        if spec.model.activation_resolved == \"gelu\" and spec.model.bias:",
+             "        if spec.model.activation_resolved == \"gelu\" and bias:",
              "        if False:",
              "legacy Megatron's jit-scripted bias-GELU is costed as one fused kernel",
              ("tests/test_model_features.py",)),

@@ -247,8 +247,9 @@ def _parallelism(parallelism: dict[str, Any], readings: list[str]) -> None:
             return
         parallelism["recompute_modules"] = [_RECOMPUTE_MODULES[name] for name in names]
     if text != word:
-        readings.append(f"recompute {word} {parallelism.get('recompute_modules', '')} "
-                        f"from {text!r}".replace("  ", " "))
+        modules_read = (f" {parallelism['recompute_modules']}"
+                        if "recompute_modules" in parallelism else "")
+        readings.append(f"recompute {word}{modules_read} from {text!r}")
 
 
 def _framework(framework: dict[str, Any], model: dict[str, Any], training: dict[str, Any],

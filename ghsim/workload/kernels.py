@@ -133,8 +133,7 @@ the concatenation of dq, dk and dv into the QKV projection's layout (the same by
 kernels). Keys and values count at their own width: with grouped queries legacy Megatron
 first expands them to every head (``repeat_interleave``), which is not counted."""
 
-_VECTORIZED = frozenset({"gelu", "activation", "residual", "residual_bias",
-                         "residual_dropout"})
+_VECTORIZED = frozenset({"gelu", "activation", *_RESIDUAL_OPS})
 """Eager ops whose kernels are PyTorch's vectorized point-wise kernels, costed at the part's
 ``pointwise_efficiency``: every operand contiguous and of one shape. Megatron's bias-GELU works
 on the up-projection's output and what was computed from it (the bias add alone broadcasts, 4

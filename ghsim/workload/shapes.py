@@ -247,7 +247,7 @@ def eager_ops(spec: ScenarioSpec) -> frozenset[str]:
         ops.discard("norm")
     if not spec.model.gated_mlp and "activation" in ops:
         ops.discard("activation")
-        if spec.model.activation_resolved == "gelu" and spec.model.bias:
+        if spec.model.activation_resolved == "gelu" and bias:
             ops.add("gelu")
     if spec.model.activation_clamp is None:
         ops.discard("clamp")
