@@ -117,8 +117,11 @@ MAX_SERVING_REQUESTS = 2_000_000
 Python object of about a kilobyte, so 2 GiB at most. MLPerf's largest query counts (270,336 for
 a 99th-percentile server run) fit eight times over."""
 
-MAX_SERVING_ITERATIONS = 20_000_000
-"""Most engine iterations one serving simulation (every run of a rate search together) may take,
-at a few microseconds each: about a minute. A run needs about (requests x output tokens) /
-batch iterations; one beyond this (a batch of one decoding millions of tokens) is refused with
-the figures rather than left to run for hours."""
+MAX_SERVING_ITERATIONS = 5_000_000
+"""Most engine iterations one serving simulation (every run of a rate search together) may take:
+about 40 s and 500 MiB at the 8 us and 110 bytes an iteration measured on the long-context
+scenario (2,026,084 iterations in 16.4 s, 287 MiB peak; the largest validation point, an MLPerf
+server rate search, takes 402,056). A run needs about (requests x output tokens) / batch
+iterations, or (requests x input tokens) / max_num_tokens; one beyond this (a million 100k-token
+prompts, a batch of one decoding millions of tokens) is refused with the figures rather than
+left to run for minutes and gigabytes."""

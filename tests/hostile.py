@@ -437,6 +437,10 @@ def _nsys_cases(folder: Path) -> list[Case]:
                          "(1000, 2000, NULL, 5, 1)"], 2, "[row 0].streamId"),
         "duration-1e300": ([*strings, *kernel, "insert into CUPTI_ACTIVITY_KIND_KERNEL values "
                             "(0, 1e300, 7, 5, 1)"], 2, "[row 0].end"),
+        "name-not-utf8": (["create table StringIds (id integer, value text)",
+                           "insert into StringIds values (1, CAST(X'ff41' AS TEXT))", *runtime,
+                           *kernel, "insert into CUPTI_ACTIVITY_KIND_KERNEL values "
+                           "(1000, 2000, 7, 5, 1)"], 2, "Could not decode to UTF-8"),
     }
     cases = []
     for name, (statements, status, expect) in variants.items():
@@ -444,6 +448,16 @@ def _nsys_cases(folder: Path) -> list[Case]:
         cases.append(Case(f"nsys-{name}", ("import", str(path), "-o",
                                            str(folder / "out" / f"nsys-{name}.yaml"), "--json"),
                           status, expect))
+    # A real export with one byte of a view's SQL turned into 0xda (a byte flip found by
+    # fuzzing): SQLite's error quotes the bytes, which Python cannot decode as UTF-8.
+    real = (Path(__file__).parent / "data" / "traces" / "extra-p_extrap"
+            / "tests__data__nsight__nsys_db__con_kernel.sqlite").read_bytes()
+    at = real.index(b"GROUP BY eventK)\n     -- The total") + len(b"GROUP BY eventK)")
+    path = folder / "in" / "nsys" / "schema-not-utf8.sqlite"
+    path.write_bytes(real[:at] + b"\xda" + real[at + 1:])
+    cases.append(Case("nsys-schema-not-utf8", ("import", str(path), "-o",
+                                               str(folder / "out" / "nsys-schema.yaml")),
+                      2, "text that is not UTF-8"))
     return cases
 
 

@@ -493,6 +493,14 @@ def test_a_better_best_shape_speeds_every_gemm_up_to_it() -> None:
     assert better == pytest.approx(shipped * 0.8375 / 0.9, rel=0.03)
 
 
+def test_an_empty_gemm_costs_its_bytes_only() -> None:
+    """A GEMM with no reduction (a rank or expert given no tokens: K = 0) does no work; its
+    shape factor is 0 and must not be divided by (found by fuzzing, a ZeroDivisionError)."""
+    gpu = gpu_cost_model(load_hardware("h100-sxm5-80gb"))
+    empty = Kernel("router.wgrad", 0.0, 4 * 2**20, "bf16", (4096, 128, 0), "gemm")
+    assert gpu.gemm_s(empty) == pytest.approx(4 * 2**20 / gpu.hbm_bytes_per_s)
+
+
 def test_the_rounded_roofline_by_hand() -> None:
     """(c^p + m^p)^(1/p): 3 and 4 us at p = 2 give 5 us; at the ridge (c = m) 2^(1/p) times
     either; far from it the longer; an infinite p (no gemm_ridge_exponent) is max(c, m)."""

@@ -164,6 +164,16 @@ def _check_model_split(spec: ScenarioSpec, vp: int) -> None:
             ("parallelism", "cp"),
             f"expected seq_len ({spec.training.seq_len}) divisible by 2 x cp, got cp {cp}",
         )
+    # Sequence parallelism scatters each context-parallel rank's sequence over the tensor-
+    # parallel ranks, and Megatron asserts an even split (megatron/core/tensor_parallel/
+    # mappings.py _split_along_first_dim: 'First dimension of the tensor should be divisible
+    # by tensor parallel size').
+    if par.sequence_parallel and tp > 1 and (spec.training.seq_len // cp) % tp:
+        raise LayoutProblem(
+            ("parallelism", "sequence_parallel"),
+            f"expected each context-parallel rank's {spec.training.seq_len // cp} tokens "
+            f"(seq_len / cp) divisible by tp {tp}, as sequence parallelism splits them",
+            related=(("training", "seq_len"), ("parallelism", "tp")))
 
 
 def stage_layer_counts(layers: int, pp: int, first: int | None, last: int | None) -> list[int]:

@@ -169,7 +169,9 @@ class GpuCostModel:
         efficiency = self.gemm_efficiency_of(kernel.dtype)
         efficiency *= self.shape_efficiency(m, n, k, kernel.dtype, kernel.groups,
                                             kernel.spread_m)
-        compute = kernel.flops / (peak * efficiency)
+        # An empty GEMM (no rows, columns or reduction: a rank or expert given no tokens)
+        # computes nothing; its shape factor is 0, so it is not divided by.
+        compute = kernel.flops / (peak * efficiency) if kernel.flops > 0 else 0.0
         return self.roofline_s(compute, kernel.bytes / self.hbm_bytes_per_s)
 
     def attention_rate(self, dtype: str, keys: int, head_dim: int = 0) -> float:

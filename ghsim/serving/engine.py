@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -58,19 +59,29 @@ class EngineConfig:
     window: Window | None = None
 
 
+def _floats() -> array[float]:
+    return array("d")
+
+
+def _ints() -> array[int]:
+    return array("q")
+
+
 @dataclass
 class Iterations:
-    """What each iteration ran, one list per column (an entry per iteration)."""
+    """What each iteration ran, one packed column per field (an entry per iteration): 8 bytes
+    an entry instead of a list slot and a Python object, so that a run of millions of
+    iterations stays within a few hundred MiB."""
 
-    start_s: list[float] = field(default_factory=list)
-    duration_s: list[float] = field(default_factory=list)
-    running: list[int] = field(default_factory=list)
-    decode_seqs: list[int] = field(default_factory=list)
-    prefill_tokens: list[int] = field(default_factory=list)
-    waiting: list[int] = field(default_factory=list)
-    hbm_blocks_used: list[int] = field(default_factory=list)
-    host_blocks_used: list[int] = field(default_factory=list)
-    tokens_out: list[int] = field(default_factory=list)
+    start_s: array[float] = field(default_factory=_floats)
+    duration_s: array[float] = field(default_factory=_floats)
+    running: array[int] = field(default_factory=_ints)
+    decode_seqs: array[int] = field(default_factory=_ints)
+    prefill_tokens: array[int] = field(default_factory=_ints)
+    waiting: array[int] = field(default_factory=_ints)
+    hbm_blocks_used: array[int] = field(default_factory=_ints)
+    host_blocks_used: array[int] = field(default_factory=_ints)
+    tokens_out: array[int] = field(default_factory=_ints)
     """Tokens the iteration returns: one per decoding request, one per prompt it finishes."""
 
 
