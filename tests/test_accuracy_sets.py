@@ -59,6 +59,24 @@ def test_caraml_800m_on_four_gpu_systems_within_its_published_figure() -> None:
     assert len(errors) == 24 and sum(abs(e) for e in errors) / len(errors) <= 0.15, errors
 
 
+def test_gh200_runs_outside_the_validation_sets() -> None:
+    """Published GH200 runs no validation file holds (benchmarks/data/gh200_heldout.yaml,
+    benchmarks/gh200_heldout.py): CSCS's Megatron regression runs on Alps (eth-cscs/
+    cscs-reframe-tests PR #346: Llama-3 8B on 64 GPUs at 7028.67 tokens/s/GPU, 70B on 128 at
+    845.78, each a 10-iteration mean with the first) within 20 % on average (today 13.6 %, both
+    fast), and every low-confidence run (Bielik 7B's 'over 9,200' tokens/s/GPU, two Apertus
+    rates read off figures) simulated. Nothing was fitted to them."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gh200_heldout
+
+    rows = gh200_heldout.rows()
+    assert len(rows) == 5 and all(g > 0 for _, _, _, g, _ in rows)
+    medium = [abs(g / m - 1) for _, c, m, g, bound in rows if c != "low" and not bound]
+    assert len(medium) == 2 and sum(medium) / len(medium) <= 0.20, medium
+
+
 def test_trtllm_perf_overview_dense_rows_outside_the_validation_sets() -> None:
     """TensorRT-LLM v1.0's performance overview (NVIDIA/TensorRT-LLM@00f37686
     docs/source/performance/perf-overview.md; benchmarks/trtllm_perf_overview.py), rows no
