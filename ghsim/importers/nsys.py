@@ -98,9 +98,9 @@ def _read(path: Path, source: str) -> tuple[list[tuple[Any, ...]], dict[Any, Any
     except sqlite3.Error as error:
         raise TraceError(source, "", f"not an Nsight Systems SQLite export, or a corrupt one "
                          f"({error})") from None
-    except UnicodeDecodeError as error:  # sqlite3 decodes TEXT as UTF-8: corrupt bytes
-        raise TraceError(source, "", f"a corrupt Nsight Systems SQLite export (text that is "
-                         f"not UTF-8 at byte {error.start} of a value)") from None
+    except UnicodeDecodeError:  # sqlite3 decodes TEXT, its error messages too, as UTF-8
+        raise TraceError(source, "", "a corrupt Nsight Systems SQLite export (text that is "
+                         "not UTF-8 in its schema or values)") from None
     finally:
         db.close()
     return rows, names, launches, device
