@@ -515,6 +515,26 @@ def test_mtp_modules_run_on_the_last_stage() -> None:
     assert extra > 0
 
 
+def test_a_dense_models_mtp_modules_run_on_the_last_stage_and_keep_its_layers() -> None:
+    """A dense model's MTP modules are dense layers with a head (found by fuzzing: they were
+    taken off the last stages' layers and then dropped, so 64 of them crashed the breakdown
+    on an empty pipeline chunk and one made the step shorter)."""
+    base = ["system=gh200-quad", "num_gpus=4", "model.layers=8", "parallelism.pp=2",
+            "parallelism.dp=2", "training.global_batch=4", "offload.strategy=none"]
+    plain = lower(load_scenario("llama3-8b-gh200", base))
+    mtp = lower(load_scenario("llama3-8b-gh200", [*base, "model.mtp_layers=1"]))
+    for workload in (plain, mtp):  # four layers a stage either way
+        layers = [sum(op.attrs["layers"] for op in c.ops
+                      if op.attrs.get("phase") == "F" and op.attrs.get("microbatch") == 0)
+                  for c in workload.classes]
+        assert layers == [4, 4], layers
+    last = {k.name for op in mtp.classes[-1].ops for k in op.body if isinstance(k, Kernel)}
+    assert {"mtp.proj", "mtp.logits", "mtp.loss"} <= last
+    assert mtp.hardware_flops_per_step > plain.hardware_flops_per_step
+    slower = simulate(load_scenario("llama3-8b-gh200", [*base, "model.mtp_layers=64"]))
+    assert slower.step_time_s > simulate(load_scenario("llama3-8b-gh200", base)).step_time_s
+
+
 def test_overlapping_the_all_to_alls_hides_them_behind_gemms() -> None:
     base = [*_scenario(32, "parallelism.ep=32", global_batch=32), "model.moe.experts=64"]
     exposed = simulate(load_scenario("llama3-8b-gh200", base))

@@ -95,13 +95,17 @@ def breakdown(timeline: Timeline) -> tuple[dict[str, float], dict[str, float]]:
                 _charge(cls, max(waits, key=lambda d: cls.end_of[d]), now, parts)
             else:
                 parts["other"] += gap
-        own = cls.compute_parts.get(span.op) or {_category(cls, span.op): span.end - span.start}
+        own = cls.compute_parts.get(span.op)
+        if own is None:  # not costed by kind (an empty op's parts are {}: nothing to book)
+            own = {_category(cls, span.op): span.end - span.start}
         for category, seconds in own.items():
             if category in _INLINE:  # cpu: the GPU waited for its host's launches
                 parts[_INLINE[category]] += seconds
-            else:
+            elif category in compute:
                 parts["compute"] += seconds
                 compute[category] += seconds
+            else:  # a transfer or wait on the compute stream keeps its own part
+                parts[category if category in parts else "other"] += seconds
         now, previous = span.end, span.op
     if timeline.step_time_s > now:
         last = max(cls.spans, key=lambda s: s.end)

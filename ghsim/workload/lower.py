@@ -112,10 +112,12 @@ def _chunks(scenario: Scenario, stage: int) -> list[Chunk]:
         indices = range(sum(per_stage[:v]), sum(per_stage[:v]) + per_chunk)
         windows = tuple(attention_window(spec.model, i) for i in indices)
         windows = windows if any(w is not None for w in windows) else ()
-        if not moe:
+        if not moe:  # a dense model's MTP modules are dense: on the last chunk, split by tp
+            mtp_dense = (False,) * count.mtp_layers if last else ()
             chunks.append(Chunk(c, v, per_chunk, first, last,
-                                (per_chunk * count.per_layer + outside) / layout.tp,
-                                windows=windows))
+                                (per_chunk * count.per_layer + outside
+                                 + (count.mtp if last else 0)) / layout.tp,
+                                windows=windows, mtp=mtp_dense))
             continue
         split = [_layer_params(scenario, count, i) for i in indices]
         experts = sum(e for _, e in split)
