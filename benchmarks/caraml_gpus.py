@@ -11,8 +11,15 @@ granularity), 96 B s L h^2 (1 + s/6h + V/16Lh), so a step took that over TFLOP/s
 The validation point ``caraml_gpt800m_jedi_4gpu_mbs4_gbs2048_s2048`` (validation/gh200.yaml) is
 the JEDI run at global batch 2048; this script runs its scenario on each system and batch of
 the figure. Systems: ``dgx-a100`` (4 of its A100s; JURECA-DC's are 40 GB, which the 800M model
-does not notice), ``dgx-h100`` (4 H100 SXM, the figure's "H100-NVLink"), ``gh200-single`` (the
-figure's one-GPU "GH200" nodes) and ``jedi-gh200``. The figure's H100-PCIe has no part here.
+does not notice), ``dgx-h100`` for the figure's "H100-NVLink", ``gh200-single`` (the figure's
+one-GPU "GH200" nodes) and ``jedi-gh200``. The figure's H100-PCIe has no part here, and neither
+has its "H100-NVLink": CARAML's JUBE file describes those WestAI nodes as "4x NVIDIA H100 GPUs
+(incl. NVLink Interconnect); 94 GB HBM2e per GPU" with two Xeon 8462Y
+(``llm_training/llm_benchmark_nvidia_amd.yaml``, JURECA-WAIH100), i.e. H100 NVL PCIe cards
+(94 GB, about 3.9 TB/s, 835 dense FP16 TFLOP/s against the SXM's 989, a 350-400 W board),
+which ``dgx-h100`` (SXM, 700 W) stands in for. By ghsim's own rates the NVL's lower rated clock
+and faster memory about cancel on this run, where eager element-wise work is half the time;
+its board limit is not modelled, so the H100 rows say little about H100 SXM.
 Run: ``python benchmarks/caraml_gpus.py`` (about 20 s).
 """
 
