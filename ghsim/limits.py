@@ -67,6 +67,12 @@ MAX_GPUS = 2**20
 GPUs; each rank class places its communication groups rank by rank, in memory linear in the
 group's size."""
 
+MAX_NODE_PARTS = 1_024
+"""Most GPUs, CPUs or NICs one node may hold. The largest shipped node holds 8 GPUs and the
+largest NVLink domains built hold 72 (GB200 NVL72) to 256 (DGX GH200); the system graph has a
+vertex per part and, inside a node, links between them, so a node of 10^6 CPUs (a typo or a
+stray exponent) took minutes and gigabytes to build before anything was simulated."""
+
 MAX_SIMULATED_OPS = 1_000_000
 """Most operations simulated for one step, over all rank classes, estimated from the layout
 (pipeline stages x micro-batches x model chunks x passes, and layers where a strategy emits one

@@ -172,3 +172,28 @@ def test_a_key_after_a_yaml_merge_overrides_the_merged_value(tmp_path: Path) -> 
     path.write_text("thing:\n  <<: {a: 1}\n  b: 2\n  b: 3\n")
     with pytest.raises(ConfigError, match="'b' is given twice"):
         read_mapping(path)
+
+
+def test_no_field_bound_is_silently_overridden_by_its_type() -> None:
+    """A ``Field(le=N)`` on a ``PositiveInt`` field is dropped: the type's own ``le`` comes
+    later and pydantic keeps the last bound of a kind (so node.cpus accepted 10^6 and took
+    minutes to build). Every field carries at most one bound of each kind."""
+    import importlib
+    import pkgutil
+
+    from pydantic import BaseModel
+
+    import ghsim.config.schema as schema
+
+    doubled = []
+    for info in pkgutil.iter_modules(schema.__path__):
+        module = importlib.import_module(f"ghsim.config.schema.{info.name}")
+        for cls in vars(module).values():
+            if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+                continue
+            for name, field in cls.model_fields.items():
+                kinds = [type(m).__name__ for m in field.metadata
+                         if type(m).__name__ in ("Le", "Lt", "Ge", "Gt")]
+                if len(kinds) != len(set(kinds)):
+                    doubled.append(f"{cls.__name__}.{name}: {kinds}")
+    assert not doubled, doubled

@@ -12,7 +12,6 @@ from pydantic import Field, model_validator
 from ghsim.config.schema.base import (
     DocumentSpec,
     Name,
-    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     Sources,
@@ -20,6 +19,7 @@ from ghsim.config.schema.base import (
 )
 from ghsim.config.schema.hardware import HardwareSpec
 from ghsim.config.schema.refs import Ref
+from ghsim.limits import MAX_NODE_PARTS
 
 HardwareRef = Annotated[HardwareSpec, Ref("hardware")]
 
@@ -45,17 +45,22 @@ class CpuLinkSpec(Spec):
     latency_ns: PositiveFloat | None = None
 
 
+NodeParts = Annotated[int, Field(gt=0, le=MAX_NODE_PARTS)]
+"""A count of one kind of part in a node (``ghsim.limits.MAX_NODE_PARTS``). Its own bound, not
+PositiveInt's: a second ``le`` given by ``Field`` would be overridden by the type's."""
+
+
 class NodeSpec(Spec):
     """One node: its GPUs, CPUs, memories, NVLink and NICs."""
 
     name: Name
-    gpus: PositiveInt
+    gpus: NodeParts
     gpu: HardwareRef
-    cpus: PositiveInt
+    cpus: NodeParts
     cpu: HardwareRef
     cpu_link: CpuLinkSpec | None = None
     nvlink: NodeNvlinkSpec
-    nics: NonNegativeInt
+    nics: Annotated[int, Field(ge=0, le=MAX_NODE_PARTS)]
     nic: Annotated[HardwareSpec | None, Ref("hardware")] = None
     nic_attach: Literal["gpu", "cpu"] = Field(
         description="gpu: NIC beside its GPU on a PCIe switch (GPUDirect RDMA); cpu: reached "
