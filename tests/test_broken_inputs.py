@@ -114,6 +114,10 @@ OVERRIDES: list[tuple[str, str, str | None]] = [
      "system.node.gpu.gpu.compute.attention_head_dim_efficiency[64]"),
     ("parallelism.last_stage_layers=6", "other 80 - 6 layers to split evenly over the other "
      "3 pipeline stages", "parallelism.last_stage_layers"),
+    # the NVL32 nodes join through a switch system; GPUs linked directly cannot (fuzzing: a
+    # ValueError from the route builder)
+    ("system.node.nvlink.topology=direct", "expected node.nvlink.topology 'switch', got "
+     "'direct'", "system"),
     # a node of a million CPUs took minutes and gigabytes to build (found by fuzzing)
     ("system.node.cpus=1048576", "expected a number <= 1024, got 1048576", "system.node.cpus"),
     # sequence parallelism splits the sequence over tp 4: 8190 tokens do not split

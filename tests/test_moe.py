@@ -535,6 +535,21 @@ def test_a_dense_models_mtp_modules_run_on_the_last_stage_and_keep_its_layers() 
     assert slower.step_time_s > simulate(load_scenario("llama3-8b-gh200", base)).step_time_s
 
 
+def test_a_million_mtp_modules_are_refused_before_lowering(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The work estimate counts the MTP modules the last chunk runs (found by fuzzing: a
+    million of them were built for minutes), and the error names model.mtp_layers."""
+    import time
+
+    from ghsim.cli import main
+
+    start = time.monotonic()
+    assert main(["run", "llama3-8b-gh200", "--set", "model.mtp_layers=1048576"]) == 2
+    assert time.monotonic() - start < 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ": model.mtp_layers: " in err[0] and "fewer MTP modules" in err[0]
+
+
 def test_overlapping_the_all_to_alls_hides_them_behind_gemms() -> None:
     base = [*_scenario(32, "parallelism.ep=32", global_batch=32), "model.moe.experts=64"]
     exposed = simulate(load_scenario("llama3-8b-gh200", base))

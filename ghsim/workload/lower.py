@@ -560,7 +560,10 @@ def estimate_work(scenario: Scenario) -> WorkEstimate:
     pipeline receive and send, and each chunk's last backward pass adds one gradient bucket
     (and weight gather) per layer at most."""
     layout, spec = scenario.layout, scenario.spec
-    layers = -(-spec.model.layers // (layout.pp * layout.vp))
+    # the MTP modules join the layers split over the virtual stages, then all run on the last
+    # chunk (_stage_layers): the busiest chunk holds the larger of the two
+    mtp = spec.model.mtp_layers
+    layers = max(-(-(spec.model.layers + mtp) // (layout.pp * layout.vp)), mtp)
     per_layer = policy_class(spec.offload.strategy, scenario.source).per_layer
     passes = 2 * layout.micro_batches * layout.vp
     units = 3 * layers if per_layer else 1
@@ -594,6 +597,9 @@ def check_work(scenario: Scenario) -> WorkEstimate:
     if layout.micro_batches >= work.layers_per_chunk:
         path: tuple[str | int, ...] = ("training", "global_batch")
         hint = "fewer micro-batches per step (a smaller global_batch, a larger micro_batch or dp)"
+    elif scenario.spec.model.mtp_layers > scenario.spec.model.layers:
+        path = ("model", "mtp_layers")
+        hint = "fewer MTP modules (they all run on the last pipeline stage)"
     else:
         path = ("model", "layers")
         hint = "fewer layers per pipeline stage (fewer layers, a larger pp)"

@@ -193,6 +193,10 @@ class SystemSpec(DocumentSpec):
         gpu = self.node.gpu.gpu
         if self.nvlink_domain.nodes > 1 and gpu is not None and gpu.nvlink is None:
             raise ValueError("an NVLink domain of several nodes needs GPUs with nvlink")
+        if self.nvlink_domain.nodes > 1 and self.node.nvlink.topology != "switch":
+            raise ValueError(f"an NVLink domain of several nodes joins them through its switch "
+                             f"system: expected node.nvlink.topology 'switch', got "
+                             f"{self.node.nvlink.topology!r}")
         return self
 
     @property
