@@ -326,6 +326,15 @@ class GpuComputeSpec(Spec):
         return value
 
     @model_validator(mode="after")
+    def _fixed_below_board(self) -> GpuComputeSpec:
+        board, fixed = self.board_power_w, self.fixed_power_w
+        if board is not None and fixed is not None and fixed >= board:
+            raise ValueError(f"fixed_power_w ({fixed:g} W) must be below board_power_w "
+                             f"({board:g} W): the SMs' share of the board is what the fixed "
+                             f"power leaves")
+        return self
+
+    @model_validator(mode="after")
     def _reference_shapes(self) -> GpuComputeSpec:
         for dtype, shape in (self.gemm_reference_shape or {}).items():
             if len(shape) != 3:
