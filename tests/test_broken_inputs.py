@@ -232,3 +232,21 @@ def test_real_process(argv: list[str]) -> None:
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(PREFIX)
+
+
+@pytest.mark.parametrize(("sets", "key", "expect"), [
+    # two NICs beside two of a DGX H100's eight PCIe GPUs: the other six reached none
+    (["system.node.nics=2"], "system.node", "expected nics >= gpus (8), got 2"),
+    # one NIC on one of two x86 sockets with no link between them (found by fuzzing: a
+    # ValueError from the route builder)
+    (["system.node.nic_attach=cpu", "system.node.nics=1", "system.node.cpu_link=null"],
+     "node.nics", "gpu4 reaches none"),
+])
+def test_a_node_whose_gpus_reach_no_nic_is_refused(
+        sets: list[str], key: str, expect: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "llama3-8b-gh200", "--set", "system=dgx-h100", "--set", "num_gpus=16"]
+    for text in sets:
+        argv += ["--set", text]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f": {key}: " in err[0] and expect in err[0], err

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ghsim.config.layout import LayoutProblem, nodes_for
 from ghsim.config.schema import SystemSpec
-from ghsim.errors import LayoutError
+from ghsim.errors import ConfigError, LayoutError
 from ghsim.hardware.fabric import FatTree, size_fat_tree
 from ghsim.hardware.node import build_node_template
 
@@ -212,8 +212,10 @@ class SystemGraph:
                 reachable.append((len(self._local_path(local, nic)), int(nic[3:]), nic))
             except ValueError:
                 continue
-        if not reachable:
-            raise ValueError(f"{local} reaches no NIC in a {self.spec.name} node")
+        if not reachable:  # a node layout the schema accepts but no route crosses
+            raise ConfigError(self.spec.name, "node.nics", f"expected every GPU and CPU to "
+                              f"reach a NIC of its node, but {local} reaches none (nics "
+                              f"{self.spec.node.nics}, nic_attach {self.spec.node.nic_attach})")
         return min(reachable)[2]
 
     def _across_fabric(self, src: Endpoint, dst: Endpoint) -> list[Hop]:

@@ -118,6 +118,11 @@ class NodeSpec(Spec):
             raise ValueError(f"gpus ({self.gpus}) and cpus ({self.cpus}) must divide one another")
         if self.nics and self.gpus % self.nics and self.nics % self.gpus:
             raise ValueError(f"gpus ({self.gpus}) and nics ({self.nics}) must divide one another")
+        # Each GPU's traffic leaves by a NIC it reaches, and a GPU forwards nobody's traffic to
+        # its PCIe devices (NCCL's PXN, over NVLink to the GPU beside a NIC, is not modelled).
+        if self.nics and self.nic_attach == "gpu" and self.nics < self.gpus:
+            raise ValueError(f"nic_attach 'gpu' puts a NIC beside each GPU: expected nics >= "
+                             f"gpus ({self.gpus}), got {self.nics} (or nic_attach 'cpu')")
         gpu = self.gpu.gpu
         uses_nvlink = self.nvlink.topology != "none" and self.gpus > 1
         if uses_nvlink and gpu is not None and gpu.nvlink is None:
