@@ -11,7 +11,8 @@ hang past ``--timeout`` seconds, or another status. Modes:
 * ``inspect``: the same overrides under ``ghsim inspect`` (``--routes``, ``--workload``);
 * ``trace``: a real trace of ``tests/data/traces`` with its JSON edited, truncated or its bytes
   flipped (``ghsim import``);
-* ``sweep``: a shipped sweep file with nodes replaced or deleted (``ghsim sweep``).
+* ``sweep``: a shipped sweep file with nodes replaced or deleted (``ghsim sweep``); a sweep that
+  runs past the timeout is reported as slow, not failed (a valid sweep of large points may).
 
 Every failing case is printed with what was mutated, so it can be replayed by hand; the script
 exits 1 if any failed. It found, in December 2026: a ZeroDivisionError on an empty GEMM, a
@@ -223,7 +224,10 @@ def main() -> int:
         for _, (label, argv) in zip(range(args.n), cases, strict=False):
             start = time.monotonic()
             passed, why = run_case(argv, args.timeout)
-            if not passed:
+            if not passed and args.mode == "sweep" and why.startswith("ran past"):
+                # a valid sweep of many large points may well take longer; only say so
+                print(f"slow ({why}) {label}", flush=True)
+            elif not passed:
                 failed += 1
                 print(f"FAILED ({time.monotonic() - start:.1f} s) {label}: {why}", flush=True)
     print(f"{args.n} cases, {failed} failed")
