@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ghsim.config.neutral_serving import inference_point, is_neutral_inference
+from ghsim.config.neutral_serving import inference_point, is_neutral_inference, with_readings
 
 NEUTRAL_KINDS = {"validation_points_moe": "validation_points"}
 """Neutral-form kinds ghsim reads, and the kind each becomes."""
@@ -85,8 +85,7 @@ def _point(point: dict[str, Any]) -> dict[str, Any]:
     if isinstance(scenario, dict):
         readings: list[str] = []
         out["scenario"] = _scenario(scenario, readings)
-        note = "; ".join(readings)
-        out["notes"] = f"{point.get('notes', '')} [Read from the neutral form: {note}.]".strip()
+        out["notes"] = with_readings(str(point.get("notes", "")), readings)
     return out
 
 

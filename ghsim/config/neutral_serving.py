@@ -66,6 +66,14 @@ _MEASURED = {"ttft_mean_ms": "ttft_ms", "tpot_mean_ms": "tpot_ms",
 """The form's latency names and the schema's (NIM's inter-token latency is its TPOT)."""
 
 
+def with_readings(notes: str, readings: list[str]) -> str:
+    """A converted point's notes followed by what the reader made of the form's words (nothing
+    added when it read nothing)."""
+    if not readings:
+        return notes
+    return f"{notes} [Read from the neutral form: {'; '.join(readings)}.]".strip()
+
+
 def is_neutral_inference(document: dict[str, Any]) -> bool:
     """Whether an ``inference_points`` file is in the neutral form: a point with a workload and
     no scenario."""
@@ -106,9 +114,7 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
             if point.get(key)]
     if workload.get("dataset"):
         said.append(f"dataset: {workload['dataset']}")
-    notes = " ".join([*said, str(point.get("notes", ""))]).strip()
-    if readings:
-        notes += f" [Read from the neutral form: {'; '.join(readings)}.]"
+    notes = with_readings(" ".join([*said, str(point.get("notes", ""))]).strip(), readings)
     given: dict[str, Any] = {key: point[key] for key in ("id", "confidence", "source")
                              if key in point}
     if "measured" in point:

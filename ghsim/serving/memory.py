@@ -189,7 +189,7 @@ v4.1@198fc4679 closed/NVIDIA configs, FP8): Mixtral 8x7B at TP 1 on an 80 GB H10
 
 def smallest_tp(spec: ServingScenarioSpec, share: float = WEIGHT_SHARE) -> int:
     """The smallest tensor-parallel size, a power of two dividing ``num_gpus``, at which a
-    replica's weights take at most ``share`` of each GPU's memory (``num_gpus`` itself when
+    replica's weights take at most ``share`` of each GPU's memory (the largest such power when
     none does)."""
     gpu = spec.system.node.gpu.gpu
     assert gpu is not None
