@@ -466,10 +466,11 @@ def test_kernels_beside_a_gradient_all_reduce_slow_down_by_hand() -> None:
     """Two data-parallel H100s, three layers: the last micro-batch's backward runs in three
     gradient buckets of one layer each (a layer's 201 M parameters exceed Megatron's 40 M bucket)
     and each bucket's all-reduce starts when its backward is done. On an NVLink slowed to
-    18 GB/s the first all-reduce (1,342 MB of FP32 gradients) still runs through the whole
-    third bucket, so every kernel of that bucket (the first layer's backward and the
-    embedding's) runs 1 + 0.189 times slower (comm_overlap_slowdown); the second bucket starts
-    while the first all-reduce is still in its launch latency, and runs at full speed."""
+    18 GB/s the first all-reduce (1,342 MB of FP32 gradients) starts with the second bucket
+    and still runs through the whole third, so every kernel of both (the second layer's
+    backward, then the first layer's and the embedding's) runs 1 + 0.189 times slower
+    (comm_overlap_slowdown); the first bucket (the head's and the third layer's backward),
+    before any all-reduce, runs at full speed."""
     gpu = Gpu(H100)
     result = run([*tiny("dgx-h100", 3, 2048, 2), "num_gpus=2",
                   "system.node.gpu.gpu.nvlink.link_bandwidth_gb_s=1",
@@ -479,11 +480,33 @@ def test_kernels_beside_a_gradient_all_reduce_slow_down_by_hand() -> None:
     spans = {cls.rank_class.ops[s.op].name: s.end - s.start for s in cls.spans}
     layer = sum(layer_backward_s(gpu, 2048).values())
     embedding = gpu.memory_bound(3 * 2048 * H * E)
-    assert spans["B.mb0.c0.b1"] == pytest.approx(layer, rel=1e-6)
-    slowed = (layer + embedding) * (1 + H100["overlap_slowdown"])
-    assert spans["B.mb0.c0.b2"] == pytest.approx(slowed, rel=1e-6)
+    slowdown = H100["overlap_slowdown"]
+    assert spans["B.mb0.c0.b1"] == pytest.approx(layer * (1 + slowdown), rel=1e-6)
+    assert spans["B.mb0.c0.b2"] == pytest.approx((layer + embedding) * (1 + slowdown), rel=1e-6)
     assert result.compute_breakdown_s["overlap"] == pytest.approx(
-        (layer + embedding) * H100["overlap_slowdown"], rel=1e-6)
+        (2 * layer + embedding) * slowdown, rel=1e-6)
+
+
+def test_kernels_slow_down_only_for_the_time_a_collective_runs_beside_them() -> None:
+    """The same two H100s at the full NVLink rate: the first all-reduce covers the second
+    bucket and ends early in the third; the second all-reduce starts then and ends before
+    the third bucket's kernels do. A kernel beside them does 1 / 1.189 of its work per
+    second, so the third bucket loses 0.189 / 1.189 of the seconds they covered it (those
+    collectives' spans, as the network ran them) and no more."""
+    gpu = Gpu(H100)
+    result = run([*tiny("dgx-h100", 3, 2048, 2), "num_gpus=2",
+                  "system.node.gpu.gpu.compute.speed_spread=0"])
+    assert result.timeline is not None
+    (cls,) = result.timeline.classes
+    spans = {cls.rank_class.ops[s.op].name: (s.start, s.end) for s in cls.spans}
+    slowdown = H100["overlap_slowdown"]
+    kernels = (sum(layer_backward_s(gpu, 2048).values())
+               + gpu.memory_bound(3 * 2048 * H * E))  # the first layer's and the embedding's
+    start, end = spans["B.mb0.c0.b2"]
+    first, second = spans["dp.grad_all_reduce.c0.b0"], spans["dp.grad_all_reduce.c0.b1"]
+    assert first[0] < start < first[1] <= second[0] < second[1] < start + kernels
+    covered = (first[1] - start) + (second[1] - second[0])
+    assert end - start == pytest.approx(kernels + covered * slowdown / (1 + slowdown), rel=1e-6)
 
 
 def test_data_parallel_ring_between_two_gh200_nodes_by_hand(

@@ -104,9 +104,7 @@ def test_booked_alone_a_flow_takes_its_standalone_time_and_books_its_links() -> 
     env = simpy.Environment()
     network = FlowNetwork(env, {"nvl": 2.0}, {"nvl": "nvlink"})
     assert network.book_alone([(path, 3.0)], "stage0", "tp", 1.0) == 6.0
-    env.run(until=3.0)
-    assert network.busy_for_s("stage0", frozenset({"tp"})) == 4.0
-    assert network.busy_for_s("stage0", frozenset({"dp"})) == 0.0
+    assert network.transfers == [("stage0", "tp", 1.0, 7.0, 3.0)]
 
     flowing = FlowNetwork(simpy.Environment(initial_time=1.0), {"nvl": 2.0}, {"nvl": "nvlink"})
     flowing.transfer(path, 3.0, "stage0", "tp")

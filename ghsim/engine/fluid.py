@@ -86,16 +86,11 @@ class FlowNetwork:
     transfers: list[tuple[str, str, float, float, float]] = field(default_factory=list)
     """Every finished flow: its owner (rank class), traffic kind, start, end, bytes."""
     _on_link: dict[str, set[int]] = field(default_factory=dict)
-    _of_owner: dict[str, set[int]] = field(default_factory=dict)
-    """Flows in flight by owner (every compute op asks about its own class's)."""
     _used: dict[str, float] = field(default_factory=dict)
     """Bytes per second in use on each link (every copy counted)."""
     _next_id: int = 0
     reserved: frozenset[str] = frozenset()
     """Links whose only traffic is booked alone (:meth:`book_alone`); no flow may cross them."""
-    _alone: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
-    """Per owner: (traffic, start, end) of the transfers booked alone that had not ended when
-    last asked (:meth:`busy_for_s`)."""
     _alone_paths: dict[int, tuple[Path, float, list[tuple[LinkUsage, float, float]]]] = field(
         default_factory=dict)
     """Per path booked alone (by id; the path is kept so the id stays its own): its
@@ -169,7 +164,6 @@ class FlowNetwork:
             self._schedule(key, flow)
             return
         del self.flows[key]
-        self._of_owner[flow.owner].discard(key)
         self._set_rate(flow, 0.0)
         for link in flow.path.links:
             self._on_link[link].discard(key)
@@ -197,7 +191,6 @@ class FlowNetwork:
         self.flows[key] = _Flow(path, nbytes, done, owner, traffic, now, nbytes, now)
         for link in path.links:
             self._on_link.setdefault(link, set()).add(key)
-        self._of_owner.setdefault(owner, set()).add(key)
         self._rebalance([key], set())
         return done
 
@@ -219,7 +212,6 @@ class FlowNetwork:
             if nbytes > 0:
                 self.transfers.append((owner, traffic, start, start + nbytes / rate, nbytes))
                 longest = max(longest, nbytes / rate)
-        self._alone.setdefault(owner, []).append((traffic, start, start + longest))
         return longest
 
     def _alone_books(self, path: Path) -> tuple[float, list[tuple[LinkUsage, float, float]]]:
@@ -233,16 +225,6 @@ class FlowNetwork:
             self._alone_paths[key] = (path, rate, books)
         _, rate, books = self._alone_paths[key]
         return rate, books
-
-    def busy_for_s(self, owner: str, traffic: frozenset[str]) -> float:
-        """How much longer ``owner``'s flows of ``traffic`` run at their current rates."""
-        now = self.env.now
-        flows = (self.flows[i] for i in self._of_owner.get(owner, ()))
-        left = [f.left_at(now) / f.rate for f in flows if f.traffic in traffic and f.rate > 0]
-        if self._alone.get(owner):
-            booked = self._alone[owner] = [b for b in self._alone[owner] if b[2] > now]
-            left += [end - now for kind, start, end in booked if kind in traffic and start <= now]
-        return max(left, default=0.0)
 
     def finish(self) -> None:
         """Close the books of every link at the end of the step."""
