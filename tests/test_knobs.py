@@ -113,3 +113,14 @@ def test_capacities_of_the_property_test_are_the_shipped_ones(knob: str) -> None
     for part in knob.split("."):
         value = value[part]
     assert value == pytest.approx(CAPACITIES[knob])
+
+
+def test_the_overlap_slowdown_moves_a_step_whose_gradient_reduction_runs_beside_compute() -> None:
+    """Data-parallel buckets reduce-scatter while the rest of the backward runs: kernels
+    that slow more beside them lengthen the step, kernels that do not shorten it."""
+    base = ["system=dgx-h100", "num_gpus=8", "model=llama2-13b", "model.layers=4",
+            "training.seq_len=4096", "training.micro_batch=1", "training.global_batch=8",
+            "training.precision=bf16", "parallelism.zero_stage=1",
+            "parallelism.overlap_grad_reduce=true"]
+    assert slower(base, f"{GPU}.compute.comm_overlap_slowdown=0.4") > 1.01
+    assert slower(base, f"{GPU}.compute.comm_overlap_slowdown=0") < 0.995

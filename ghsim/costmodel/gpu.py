@@ -255,7 +255,7 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
             ("gpu.memory.stream_efficiency", rates["stream"]),
             ("gpu.memory.elementwise_efficiency", rates["elementwise"]),
             ("gpu.memory.softmax_efficiency", rates["softmax"]),
-        ) if not value
+        ) if value is None or value == {}  # 0 is a value (no slowdown beside communication)
     ]
     if missing:
         raise ConfigError(part.name, missing[0], "is needed to simulate this GPU (with a source)")
