@@ -157,7 +157,7 @@ def micro_batch_scenario(name: str) -> dict[str, object]:
         "training": {"seq_len": spec["seq"], "micro_batch": spec["micro_batch"],
                      "global_batch": spec["micro_batch"], "precision": "bf16",
                      "attention": "flash", "main_grads": "bf16",
-                     "eager_ops": ["activation"]},
+                     "eager_ops": ["activation"], "grad_nan_check": False},
         "parallelism": {"tp": 1, "pp": 1, "dp": 1, "zero_stage": 0, "recompute": "none"},
     }
 

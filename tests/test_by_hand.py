@@ -43,6 +43,7 @@ H100: dict[str, float] = {  # configs/hardware/h100-sxm5-80gb.yaml
     "reference_k": 13312, "launch_us": 3, "ridge_p": 3.5,
     "hbm_gb_s": 3350, "stream_eff": 0.8501, "elementwise_eff": 0.4818,
     "host_link_gb_s": 64, "h2d_eff": 0.8652, "d2h_eff": 0.8625, "overlap_slowdown": 0.189,
+    "pointwise_eff": 0.8546,
 }
 GRACE: dict[str, float] = {  # configs/hardware/grace.yaml
     "lpddr_gb_s": 512, "lpddr_stream_eff": 0.5996,
@@ -65,6 +66,7 @@ YAML_KEYS = {  # our name -> the key path in the hardware file
     "h2d_eff": "gpu.host_link.h2d_copy_efficiency",
     "d2h_eff": "gpu.host_link.d2h_copy_efficiency",
     "overlap_slowdown": "gpu.compute.comm_overlap_slowdown",
+    "pointwise_eff": "gpu.memory.pointwise_efficiency",
     "lpddr_gb_s": "cpu.memory.peak_bandwidth_gb_s",
     "lpddr_stream_eff": "cpu.memory.stream_efficiency",
 }
@@ -90,6 +92,7 @@ def tiny(system: str = "gh200-single", layers: int = 1, seq_len: int = 2048,
             "training.precision=bf16", "training.attention=flash",
             "parallelism.recompute=none", "offload.strategy=none",
             "system.node.cpu.cpu.compute.kernel_issue_us=0",  # the GPU side alone, by hand
+            "training.grad_nan_check=false",  # its own test below
             *extra]
 
 
@@ -165,6 +168,10 @@ class Gpu:
     def streamed(self, nbytes: float) -> float:
         """A plain streaming pass (the loss's) at the STREAM rate."""
         return nbytes / self.stream + self.launch
+
+    def pointwise(self, nbytes: float) -> float:
+        """A vectorized point-wise pass over a contiguous tensor (an in-place scaling)."""
+        return nbytes / (self.c["hbm_gb_s"] * GB * self.c["pointwise_eff"]) + self.launch
 
 
 E = 2  # BF16 bytes of an activation element
@@ -462,6 +469,48 @@ def test_two_stage_1f1b_step_from_the_stage_times(m: int) -> None:
         f0 + b0 + m * (f1 + b1 - f0 - b0), rel=1e-3)
 
 
+def _scaled(gpu: Gpu, params: float) -> float:
+    """Megatron's scaling of a bucket's FP32 gradients by 1 / (data-parallel size) before a
+    sum all-reduce: one in-place point-wise pass (read and write)."""
+    return gpu.pointwise(2 * 4 * params)
+
+
+def test_each_bucket_is_checked_and_scaled_before_its_reduction_by_hand() -> None:
+    """Two data-parallel H100s, three layers, one bucket a layer (the head's gradients with the
+    first, the embedding's with the last): at the end of each bucket's last backward pass
+    Megatron-Core scales its FP32 gradients in place by 1/2 (one point-wise read and write)
+    and, checking for NaN, first takes their norm (one streaming read) and waits on the host
+    for its test (free here: the host issues in no time). With one GPU nothing is reduced or
+    scaled and the norm is left. Kernels beside communication run at full speed here."""
+    gpu = Gpu(H100)
+    two = [*tiny("dgx-h100", 3, 2048, 2), "num_gpus=2",
+           "system.node.gpu.gpu.compute.speed_spread=0",
+           "system.node.gpu.gpu.compute.comm_overlap_slowdown=0"]
+    layer = sum(layer_backward_s(gpu, 2048).values())
+
+    def spans(result: Result) -> dict[str, float]:
+        assert result.timeline is not None
+        (cls,) = result.timeline.classes
+        return {cls.rank_class.ops[s.op].name: s.end - s.start for s in cls.spans}
+
+    plain = spans(run(two))
+    assert plain["B.mb0.c0.b1"] == pytest.approx(layer + _scaled(gpu, PER_LAYER), rel=1e-6)
+    checked = spans(run([*two, "training.grad_nan_check=true"]))
+    bucket = {"b0": PER_LAYER + OUTPUT + FINAL_NORM, "b1": PER_LAYER, "b2": PER_LAYER + EMBEDDING}
+    for index, params in bucket.items():
+        name = f"B.mb0.c0.{index}"
+        assert checked[name] - plain[name] == pytest.approx(gpu.streamed(4 * params),
+                                                            rel=1e-6), name
+    one = run([*tiny("dgx-h100", 1, 2048, 1), "training.grad_nan_check=true"])
+    unchecked = run(tiny("dgx-h100", 1, 2048, 1))
+    assert one.step_time_s - unchecked.step_time_s == pytest.approx(
+        gpu.streamed(4 * params_total()), rel=1e-6)
+
+
+def params_total() -> int:
+    return params(1)
+
+
 def test_kernels_beside_a_gradient_all_reduce_slow_down_by_hand() -> None:
     """Two data-parallel H100s, three layers: the last micro-batch's backward runs in three
     gradient buckets of one layer each (a layer's 201 M parameters exceed Megatron's 40 M bucket)
@@ -478,35 +527,41 @@ def test_kernels_beside_a_gradient_all_reduce_slow_down_by_hand() -> None:
     assert result.timeline is not None
     (cls,) = result.timeline.classes
     spans = {cls.rank_class.ops[s.op].name: s.end - s.start for s in cls.spans}
-    layer = sum(layer_backward_s(gpu, 2048).values())
-    embedding = gpu.memory_bound(3 * 2048 * H * E)
+    layer = sum(layer_backward_s(gpu, 2048).values()) + _scaled(gpu, PER_LAYER)
+    embedding = gpu.memory_bound(3 * 2048 * H * E) + _scaled(gpu, EMBEDDING) - _scaled(gpu, 0)
     slowdown = H100["overlap_slowdown"]
     assert spans["B.mb0.c0.b1"] == pytest.approx(layer * (1 + slowdown), rel=1e-6)
     assert spans["B.mb0.c0.b2"] == pytest.approx((layer + embedding) * (1 + slowdown), rel=1e-6)
-    assert result.compute_breakdown_s["overlap"] == pytest.approx(
+    overlap = {cls.rank_class.ops[i].name: parts.get("overlap", 0.0)
+               for i, parts in cls.compute_parts.items()}
+    assert overlap["B.mb0.c0.b0"] == 0.0
+    assert overlap["B.mb0.c0.b1"] + overlap["B.mb0.c0.b2"] == pytest.approx(
         (2 * layer + embedding) * slowdown, rel=1e-6)
 
 
 def test_kernels_slow_down_only_for_the_time_a_collective_runs_beside_them() -> None:
-    """The same two H100s at the full NVLink rate: the first all-reduce covers the second
-    bucket and ends early in the third; the second all-reduce starts then and ends before
-    the third bucket's kernels do. A kernel beside them does 1 / 1.189 of its work per
-    second, so the third bucket loses 0.189 / 1.189 of the seconds they covered it (those
-    collectives' spans, as the network ran them) and no more."""
+    """The same two H100s at the full NVLink rate: each bucket's all-reduce starts with the
+    next bucket's backward and ends before it does. A kernel beside them does 1 / 1.189 of
+    its work per second, so each of those buckets takes its kernels' time plus 0.189 / 1.189
+    of the seconds its collective covered it (the collective's span, as the network ran it),
+    and no more."""
     gpu = Gpu(H100)
     result = run([*tiny("dgx-h100", 3, 2048, 2), "num_gpus=2",
                   "system.node.gpu.gpu.compute.speed_spread=0"])
     assert result.timeline is not None
     (cls,) = result.timeline.classes
     spans = {cls.rank_class.ops[s.op].name: (s.start, s.end) for s in cls.spans}
-    slowdown = H100["overlap_slowdown"]
-    kernels = (sum(layer_backward_s(gpu, 2048).values())
-               + gpu.memory_bound(3 * 2048 * H * E))  # the first layer's and the embedding's
-    start, end = spans["B.mb0.c0.b2"]
-    first, second = spans["dp.grad_all_reduce.c0.b0"], spans["dp.grad_all_reduce.c0.b1"]
-    assert first[0] < start < first[1] <= second[0] < second[1] < start + kernels
-    covered = (first[1] - start) + (second[1] - second[0])
-    assert end - start == pytest.approx(kernels + covered * slowdown / (1 + slowdown), rel=1e-6)
+    lost = H100["overlap_slowdown"] / (1 + H100["overlap_slowdown"])
+    layer = sum(layer_backward_s(gpu, 2048).values())
+    kernels = {"b1": layer + _scaled(gpu, PER_LAYER),  # the second layer's; the first layer's
+               "b2": layer + gpu.memory_bound(3 * 2048 * H * E)  # and the embedding's
+               + _scaled(gpu, PER_LAYER + EMBEDDING)}
+    for bucket, before in (("b1", "b0"), ("b2", "b1")):
+        start, end = spans[f"B.mb0.c0.{bucket}"]
+        begun, ended = spans[f"dp.grad_all_reduce.c0.{before}"]
+        assert begun == start and ended < end, bucket
+        assert end - start == pytest.approx(kernels[bucket] + (ended - begun) * lost,
+                                            rel=1e-6), bucket
 
 
 def test_data_parallel_ring_between_two_gh200_nodes_by_hand(

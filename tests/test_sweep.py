@@ -139,10 +139,11 @@ def test_dask_cluster_gives_the_local_results(tmp_path: Path) -> None:
         == [(r["index"], r["step_time_s"], r["skipped"]) for r in sorted(local.records, key=key)]
 
 
-def test_example_prints_its_saved_output() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "offload_study.py")],
+@pytest.mark.parametrize("name", ["offload_study", "serving_capacity"])
+def test_example_prints_its_saved_output(name: str) -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / f"{name}.py")],
                             capture_output=True, text=True, check=True, cwd=ROOT)
-    assert result.stdout == (ROOT / "examples" / "offload_study.out").read_text()
+    assert result.stdout == (ROOT / "examples" / f"{name}.out").read_text()
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "configs" / "sweeps").glob("*.yaml")),

@@ -243,7 +243,7 @@ class _StageLowering:
         """Per chunk: the prefetched weight all-gathers, one per bucket in forward order."""
         # Bodies and activation sizes are the same for every micro-batch: build them once.
         self.forward_bodies = {c.index: _forward_body(c, self.shapes) for c in self.chunks}
-        self.backward_bodies: dict[tuple[int, tuple[int, ...]], list[tuple[Step, ...]]] = {}
+        self.backward_bodies: dict[tuple[int, tuple[int, ...], bool], list[tuple[Step, ...]]] = {}
         per_layer = (sum(layer_activation_bytes(self.shapes, moe) for moe in kinds) / len(kinds)
                      if kinds else layer_activation_bytes(self.shapes))
         head = head_activation_bytes(self.shapes)
@@ -415,9 +415,14 @@ class _StageLowering:
             buckets = [1] * chunk.layers or [0]
         else:
             buckets = self.buckets(chunk) if final else [chunk.layers]
-        key = (chunk.index, tuple(buckets))
+        key = (chunk.index, tuple(buckets), final)
         if key not in self.backward_bodies:
-            self.backward_bodies[key] = _backward_bodies(chunk, self.shapes, buckets)
+            bodies = _backward_bodies(chunk, self.shapes, buckets)
+            if final:  # each bucket's gradients are made ready for their collective
+                bodies = [(*body, *self._prepare_bucket(chunk, layers, index, len(buckets)))
+                          for index, (layers, body) in enumerate(zip(buckets, bodies,
+                                                                     strict=True))]
+            self.backward_bodies[key] = bodies
         bodies = self.backward_bodies[key]
         saved = self.saved.pop((p.microbatch, chunk.index))
         op = -1
@@ -488,6 +493,29 @@ class _StageLowering:
                             collective=collective, group=group, group_size=size,
                             chunk=chunk.index)
         return op
+
+    def _prepare_bucket(self, chunk: Chunk, layers: int, index: int, buckets: int
+                        ) -> tuple[Step, ...]:
+        """What Megatron-Core's start_grad_sync does to a bucket's gradients before its
+        collective, on the compute stream at the end of the bucket's last backward pass: the
+        NaN check's norm, whose result the host waits for (``training.grad_nan_check``), then,
+        where the bucket is reduced, its scaling by 1 / (data-parallel size) of a sum
+        reduction (DistributedDataParallel's gradient_scaling_factor, where
+        average_in_collective is off, its default), one in-place pass."""
+        params = self.bucket_params(chunk, layers, index, buckets)
+        share = chunk.expert_params / chunk.params if chunk.params else 0.0
+        reduced = bool(self._groups(params, share))
+        check = self.scenario.spec.training.grad_nan_check
+        if check is None:
+            check = self.scenario.spec.training.precision != "fp16"
+        nbytes, count = params * self.state_bytes[1], (int(params),)
+        steps: list[Step] = []
+        if check and params:
+            steps.append(Kernel("grad_norm", 0.0, nbytes, "fp32", count, "stream"))
+        if reduced and params:
+            steps.append(Kernel("grad_scale", 0.0, 2 * nbytes, "fp32", count, "pointwise",
+                                host_syncs=1 if check else 0))
+        return tuple(steps)
 
     def optimizer(self) -> None:
         deps = [*self.grad_ops, *self.policy.before_optimizer(self)]

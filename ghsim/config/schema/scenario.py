@@ -111,6 +111,18 @@ class TrainingSpec(Spec):
         "variance), so this is a lower bound.",
     )
 
+    grad_nan_check: bool | None = Field(
+        default=None, description="Megatron's check of each gradient bucket before its "
+        "data-parallel reduction (--check-for-nan-in-loss-and-grad, on by default; "
+        "DistributedDataParallelConfig.check_for_nan_in_grad): the bucket's norm, one "
+        "reduction kernel reading its gradients, whose NaN test the host waits for before it "
+        "scales the bucket and launches the collective (NVIDIA/Megatron-LM core_v0.8.0 "
+        "megatron/core/distributed/param_and_grad_buffer.py start_grad_sync, 'assert not "
+        "norm.isnan()'; from the rerun state machine on, check_grads tests NaN then Inf). "
+        "Absent: Megatron's default, on except in FP16, whose dynamic loss scaling turns it "
+        "off (megatron/training/arguments.py). Frameworks without it (DeepSpeed, plain "
+        "PyTorch DDP) say false.",
+    )
     cross_entropy_fusion: bool = Field(
         default=False, description="Megatron --cross-entropy-loss-fusion: the vocab-parallel "
         "cross-entropy's element-wise passes fused (megatron/core/fusions/"
