@@ -497,18 +497,14 @@ def test_each_bucket_is_checked_and_scaled_before_its_reduction_by_hand() -> Non
     assert plain["B.mb0.c0.b1"] == pytest.approx(layer + _scaled(gpu, PER_LAYER), rel=1e-6)
     checked = spans(run([*two, "training.grad_nan_check=true"]))
     bucket = {"b0": PER_LAYER + OUTPUT + FINAL_NORM, "b1": PER_LAYER, "b2": PER_LAYER + EMBEDDING}
-    for index, params in bucket.items():
+    for index, count in bucket.items():
         name = f"B.mb0.c0.{index}"
-        assert checked[name] - plain[name] == pytest.approx(gpu.streamed(4 * params),
+        assert checked[name] - plain[name] == pytest.approx(gpu.streamed(4 * count),
                                                             rel=1e-6), name
     one = run([*tiny("dgx-h100", 1, 2048, 1), "training.grad_nan_check=true"])
     unchecked = run(tiny("dgx-h100", 1, 2048, 1))
     assert one.step_time_s - unchecked.step_time_s == pytest.approx(
-        gpu.streamed(4 * params_total()), rel=1e-6)
-
-
-def params_total() -> int:
-    return params(1)
+        gpu.streamed(4 * params(1)), rel=1e-6)
 
 
 def test_kernels_beside_a_gradient_all_reduce_slow_down_by_hand() -> None:
@@ -527,16 +523,17 @@ def test_kernels_beside_a_gradient_all_reduce_slow_down_by_hand() -> None:
     assert result.timeline is not None
     (cls,) = result.timeline.classes
     spans = {cls.rank_class.ops[s.op].name: s.end - s.start for s in cls.spans}
-    layer = sum(layer_backward_s(gpu, 2048).values()) + _scaled(gpu, PER_LAYER)
-    embedding = gpu.memory_bound(3 * 2048 * H * E) + _scaled(gpu, EMBEDDING) - _scaled(gpu, 0)
+    backward = sum(layer_backward_s(gpu, 2048).values())
+    second = backward + _scaled(gpu, PER_LAYER)
+    third = backward + gpu.memory_bound(3 * 2048 * H * E) + _scaled(gpu, PER_LAYER + EMBEDDING)
     slowdown = H100["overlap_slowdown"]
-    assert spans["B.mb0.c0.b1"] == pytest.approx(layer * (1 + slowdown), rel=1e-6)
-    assert spans["B.mb0.c0.b2"] == pytest.approx((layer + embedding) * (1 + slowdown), rel=1e-6)
+    assert spans["B.mb0.c0.b1"] == pytest.approx(second * (1 + slowdown), rel=1e-6)
+    assert spans["B.mb0.c0.b2"] == pytest.approx(third * (1 + slowdown), rel=1e-6)
     overlap = {cls.rank_class.ops[i].name: parts.get("overlap", 0.0)
                for i, parts in cls.compute_parts.items()}
     assert overlap["B.mb0.c0.b0"] == 0.0
     assert overlap["B.mb0.c0.b1"] + overlap["B.mb0.c0.b2"] == pytest.approx(
-        (2 * layer + embedding) * slowdown, rel=1e-6)
+        (second + third) * slowdown, rel=1e-6)
 
 
 def test_kernels_slow_down_only_for_the_time_a_collective_runs_beside_them() -> None:

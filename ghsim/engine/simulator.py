@@ -349,6 +349,14 @@ class Simulator:
         elif ends:
             yield self.env.all_of(ends)
 
+    def _communicate(self, plan: Plan, nbytes: float, owner: str, traffic: str
+                     ) -> Generator[simpy.Event, Any, None]:
+        """``_flows`` of a collective or send op on its own stream, its span recorded for the
+        compute kernels it slows (:meth:`_slowed`)."""
+        self.comm.begin(owner, self.env.now)
+        yield from self._flows(plan, nbytes, owner, traffic)
+        self.comm.end(owner, self.env.now)
+
     def _recorded(self, plan: Plan, nbytes: float, owner: str, traffic: str,
                   ended: list[float]) -> Generator[simpy.Event, Any, None]:
         """``_flows``, then the time it ended appended to ``ended``."""
@@ -411,15 +419,11 @@ class Simulator:
             group = op.attrs.get("replay_group") or rank_class.groups[op.attrs["group"]]
             wire = wire_bytes(op.attrs["collective"], op.bytes, group.size)
             plan = self.planner.collective(rank_class, group, op.attrs["collective"], wire)
-            self.comm.begin(owner, self.env.now)
-            yield from self._flows(plan, wire, owner, str(op.attrs.get("group", "tp")))
-            self.comm.end(owner, self.env.now)
+            yield from self._communicate(plan, wire, owner, str(op.attrs.get("group", "tp")))
         elif op.kind == "send":
             plan = self.planner.send(rank_class, self.stage_rank[op.attrs["peer_stage"]])
             start = self.env.now
-            self.comm.begin(owner, start)
-            yield from self._flows(plan, op.bytes, owner, "pp")
-            self.comm.end(owner, self.env.now)
+            yield from self._communicate(plan, op.bytes, owner, "pp")
             key = (op.attrs["tag"], rank_class.stage)
             self.arrival_s[key] = self.env.now - start
             self._mail(key).succeed()

@@ -311,9 +311,11 @@ class _StageLowering:
         experts = params * self.expert_share
         return (params - experts) / self.layout.dp_cp + experts / self.layout.edp
 
-    def _groups(self, params: float, share: float) -> list[tuple[str, int, float]]:
-        """The data-parallel groups that synchronize ``params`` (of which ``share`` are the
-        routed experts'): (group, size, parameters), skipping groups of one."""
+    def _groups(self, chunk: Chunk, params: float) -> list[tuple[str, int, float]]:
+        """The data-parallel groups that synchronize ``params`` of ``chunk`` (the routed
+        experts' share of them as the chunk's): (group, size, parameters), skipping groups of
+        one."""
+        share = chunk.expert_params / chunk.params if chunk.params else 0.0
         experts = params * share
         groups = [("dp", self.layout.dp_cp, params - experts), ("edp", self.layout.edp, experts)]
         return [(g, n, p) for g, n, p in groups if n > 1 and p > 0]
@@ -328,13 +330,12 @@ class _StageLowering:
         if self.zero == 0:
             return -1
         total = chunk.params if params is None else params
-        share = chunk.expert_params / chunk.params if chunk.params else 0.0
         # ZeRO-3 gathers a pass's weights while the pass before it computes (FSDP's and
         # DeepSpeed's one-ahead prefetch), not every pass's at the start of the step: after
         # the pass before that one ends.
         ahead = (self.pass_ends[-2],) if self.zero >= 3 and len(self.pass_ends) > 1 else ()
         op = -1
-        for group, size, part in self._groups(total, share):
+        for group, size, part in self._groups(chunk, total):
             nbytes = part * self.state_bytes[0]
             op = self.b.add("collective", f"{group}.param_all_gather.c{chunk.index}.{tag}",
                             "dp", ahead, nbytes=nbytes, collective="all_gather", group=group,
@@ -357,8 +358,7 @@ class _StageLowering:
         """Under ZeRO-3, free the chunk's gathered weights once the pass ``after`` has used
         them (every forward and backward pass gathers them anew)."""
         if self.zero >= 3:
-            share = chunk.expert_params / chunk.params if chunk.params else 0.0
-            freed = sum(p for _, _, p in self._groups(chunk.params, share))
+            freed = sum(p for _, _, p in self._groups(chunk, chunk.params))
             self.b.alloc(after, f"gathered.c{chunk.index}", "workspace",
                          -freed * self.state_bytes[0] * self.resident_share(chunk))
 
@@ -483,11 +483,10 @@ class _StageLowering:
         """Reduce one bucket's gradients over the data-parallel group (the experts' over the
         expert data-parallel group)."""
         params = self.bucket_params(chunk, layers, index, buckets)
-        share = chunk.expert_params / chunk.params if chunk.params else 0.0
         collective = "reduce_scatter" if self.zero >= 1 else "all_reduce"
         deps = (after,) if self.par.overlap_grad_reduce else (self.b.tails["compute"],)
         op = after
-        for group, size, part in self._groups(params, share):
+        for group, size, part in self._groups(chunk, params):
             op = self.b.add("collective", f"{group}.grad_{collective}.c{chunk.index}.b{index}",
                             "dp", deps, nbytes=part * self.state_bytes[1],
                             collective=collective, group=group, group_size=size,
@@ -503,17 +502,15 @@ class _StageLowering:
         reduction (DistributedDataParallel's gradient_scaling_factor, where
         average_in_collective is off, its default), one in-place pass."""
         params = self.bucket_params(chunk, layers, index, buckets)
-        share = chunk.expert_params / chunk.params if chunk.params else 0.0
-        reduced = bool(self._groups(params, share))
-        check = self.scenario.spec.training.grad_nan_check
-        if check is None:
-            check = self.scenario.spec.training.precision != "fp16"
+        reduced = bool(self._groups(chunk, params))
+        training = self.scenario.spec.training
+        check, dtype = training.grad_nan_check_resolved, training.main_grads_resolved
         nbytes, count = params * self.state_bytes[1], (int(params),)
         steps: list[Step] = []
         if check and params:
-            steps.append(Kernel("grad_norm", 0.0, nbytes, "fp32", count, "stream"))
+            steps.append(Kernel("grad_norm", 0.0, nbytes, dtype, count, "stream"))
         if reduced and params:
-            steps.append(Kernel("grad_scale", 0.0, 2 * nbytes, "fp32", count, "pointwise",
+            steps.append(Kernel("grad_scale", 0.0, 2 * nbytes, dtype, count, "pointwise",
                                 host_syncs=1 if check else 0))
         return tuple(steps)
 

@@ -273,6 +273,14 @@ class TrainingSpec(Spec):
         return "fp16" if self.precision == "fp16" else "fp32"
 
     @property
+    def grad_nan_check_resolved(self) -> bool:
+        """Whether each gradient bucket is checked for NaN (Megatron-LM's default when
+        ``grad_nan_check`` is unset: on, except under FP16's dynamic loss scaling)."""
+        if self.grad_nan_check is not None:
+            return self.grad_nan_check
+        return self.precision != "fp16"
+
+    @property
     def attention_work_fraction(self) -> float:
         """Executed attention work (flash) relative to a causal mask over the whole sequence:
         sum over the documents of d_i^2 / s^2 (each document's causal triangle, d_i^2 / 2,
