@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ghsim.workload.eltwise import EAGER, eager_only, eltwise, fusable, residual
 from ghsim.workload.ir import NO_DEDUP, Comm, Dedup, Kernel, Step
 from ghsim.workload.shapes import LayerShapes
 
@@ -28,127 +29,6 @@ def _gemm(name: str, m: int, n: int, k: int, s: LayerShapes) -> Kernel:
     data = (m * k + m * n) * s.act_bytes + k * n * s.weight_bytes
     return Kernel(name, 2.0 * m * n * k, data, s.gemm_dtype, (m, n, k), "gemm")
 
-
-def _eltwise(name: str, elements: int, s: LayerShapes, reads: int = 1, writes: int = 1,
-             klass: str = "elementwise") -> Kernel:
-    return Kernel(name, 0.0, elements * (reads + writes) * s.act_bytes, "bf16", (elements,), klass)
-
-
-def _fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
-             klass: str = "elementwise") -> Kernel:
-    """A norm, RoPE or activation: one fused kernel reading ``reads`` inputs, or, where the
-    framework runs ``op`` eagerly (``training.eager_ops``), its PyTorch kernels (:data:`_EAGER`)."""
-    if op not in s.eager:
-        return _eltwise(name, elements, s, reads=reads, klass=klass)
-    forward, kernels, _, _ = _EAGER[op]
-    return Kernel(name, 0.0, elements * forward * s.act_bytes / 2, "bf16", (elements,),
-                  "pointwise" if op in _VECTORIZED else klass, kernels=kernels, eager=op)
-
-
-def _eager_only(name: str, op: str, elements: int, s: LayerShapes) -> list[Step]:
-    """A step that exists only where the framework runs ``op`` as PyTorch kernels (a bias a
-    fused GEMM epilogue adds, layout copies a kernel reading strided tensors avoids): its
-    :data:`_EAGER` kernels, or nothing."""
-    if op not in s.eager:
-        return []
-    return [_fusable(name, op, elements, s)]
-
-
-_RESIDUAL_OPS = ("residual", "residual_bias", "residual_dropout")
-
-
-def _residual(name: str, elements: int, s: LayerShapes) -> Kernel:
-    """The residual add with what precedes it, the projection's bias add and dropout
-    (Megatron's bias-dropout-add): one fused kernel reading the two streams and writing the
-    sum, and with dropout its one-byte mask; or, run op by op (``residual``), its PyTorch
-    kernels."""
-    op = next((o for o in _RESIDUAL_OPS if o in s.eager), None)
-    if op is not None:
-        return _fusable(name, op, elements, s, reads=2)
-    kernel = _eltwise(name, elements, s, reads=2)
-    return replace(kernel, bytes=kernel.bytes + (elements if s.dropout else 0))
-
-
-_EAGER: dict[str, tuple[float, int, float, int]] = {
-    "norm": (36.0, 5, 88.0, 10),
-    "rope": (20.0, 10, 20.0, 10),
-    "activation": (10.0, 2, 18.0, 3),
-    "gelu": (46.0, 10, 92.0, 19),
-    "clamp": (8.0, 3, 15.0, 7),
-}
-"""An op run as separate PyTorch kernels (``training.eager_ops``; Hugging Face Transformers'
-modeling code, huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py): bytes moved
-per element of its input with 16-bit activations and kernels launched, forward and backward.
-RMSNorm upcasts to fp32 (2 + 4), squares (4 + 4), averages (4), scales (4 + 4), downcasts
-(4 + 2) and applies its weight (2 + 2); its autograd graph runs each step backward (weight,
-downcast, scale and its reduction, square, the two gradients' sum, upcast). RoPE's
-``q * cos + rotate_half(q) * sin`` negates half (1 + 1), concatenates (2 + 2), multiplies
-twice and adds (4 + 4 + 6); backward the products by sin and cos, the negation, the slices'
-copy and the sum: five kernels each way, for the queries and again for the keys. The gated
-MLP's ``act(gate) * up``: SiLU (2 + 2 per element of the up-projection's half) and the product
-(4 + 2); backward both products and SiLU's gradient.
-A GELU MLP's activation with biases (``gelu``; without, ``F.gelu`` is one kernel) is
-Megatron-LM's ``bias_gelu``, the tanh approximation with the up-projection's bias added
-(megatron/model/fused_bias_gelu.py at NVIDIA/Megatron-LM@f7727433), op by op, as
-``torch.jit.script`` runs it under PyTorch 2.2 and later, where TorchScript's nvFuser is a no-op
-(pytorch/pytorch@v2.2.0 torch/csrc/jit/python/init.cpp: "_jit_set_nvfuser_enabled is
-deprecated and a no-op") and Megatron's ``set_jit_fusion_options`` has turned the other fuser
-(NNC) off on the GPU; Megatron-LM moved to ``torch.compile`` on 2024-01-19 (473225f9,
-megatron/core/jit.py). Forward: the bias add (2 + 2), ``x * 0.5`` (2 + 2), ``0.79788456 * x``
-(2 + 2), ``0.044715 * x`` (2 + 2), ``* x`` (4 + 2), ``1 +`` (2 + 2), the product (4 + 2), tanh
-(2 + 2), ``1.0 +`` (2 + 2) and the product (4 + 2); ``bias_gelu_back`` recomputes the bias add
-and tanh (seven kernels, 32 bytes), builds ``ff`` (eleven, 54 bytes) and multiplies it by the
-gradient (4 + 2). Fused, the same work reads the input and writes the output once (2 + 2), and
-backward reads two and writes one.
-A clamped gated activation's clamps (``model.activation_clamp``, Megatron-Core 0.15's
-``weighted_bias_quick_geglu_impl``): each half clamped (2 + 2) and the halves concatenated
-(2 + 2); backward PyTorch's ``clamp_backward``, a mask and a ``where`` for the gate's upper
-bound (3 + 5 per element of its half), two masks, their ``and`` and a ``where`` for the
-linear half's two bounds (3 + 3 + 3 + 5), and the halves' gradients concatenated (2 + 2)."""
-
-_EAGER.update({
-    # legacy Megatron's bias_dropout_add (``residual``) by what it adds: see :func:`_residual`
-    "residual": (15.0, 3, 16.0, 3),
-    "residual_bias": (10.0, 2, 11.0, 2),
-    "residual_dropout": (11.0, 2, 14.0, 2),
-    "bias": (4.0, 1, 2.0, 1),
-    "attention_layout": (4.0, 4, 4.0, 2),
-})
-"""Legacy Megatron-LM's local transformer (NVIDIA/Megatron-LM@f7727433 megatron/model/
-transformer.py), op by op under PyTorch 2.2 and later as the bias-GELU above. ``residual``:
-``bias_dropout_add`` (a ``torch.jit.script`` function) before each residual add, per element of
-the hidden state: the bias add (2 + 2; the bias broadcasts), ``F.dropout``'s fused kernel (2 +
-2 and its one-byte mask), and the residual add (4 + 2); backward the residual gradients' sum
-as fused (9, the fused step's 1.5 x 6), dropout's backward (2 + 1 read, 2 written) and the
-bias gradient's sum over the tokens (2): ``residual_bias`` without dropout, ``residual_dropout``
-without a bias (the ops absent drop out). ``bias``: the QKV projection's bias, which legacy
-``ColumnParallelLinear`` adds after its GEMM (megatron/core/tensor_parallel/layers.py:
-``output = output + bias``, backward ``grad_output.sum(dim=0)``; the other linear layers skip
-the add into the fused bias-GELU and bias-dropout-add) per element of the QKV output: 2 + 2
-forward, 2 backward. ``attention_layout``: the flash path's copies, per element of q, k, v and
-the output together: ``rearrange(x, 's b ... -> b s ...').contiguous()`` of q, k and v and
-``rearrange(out, 'b s h d -> s b (h d)').contiguous()`` (2 + 2 each, four kernels); backward
-the output gradient's copy into flash-attn's ``(b s)`` layout and ``torch.split``'s gradient,
-the concatenation of dq, dk and dv into the QKV projection's layout (the same bytes in two
-kernels). Keys and values count at their own width: with grouped queries legacy Megatron
-first expands them to every head (``repeat_interleave``), which is not counted."""
-
-_VECTORIZED = frozenset({"gelu", "activation", *_RESIDUAL_OPS})
-"""Eager ops whose kernels are PyTorch's vectorized point-wise kernels, costed at the part's
-``pointwise_efficiency``: every operand contiguous and of one shape. Megatron's bias-GELU works
-on the up-projection's output and what was computed from it (the bias add alone broadcasts, 4
-of 46 bytes forward and 4 of 92 backward, and is counted with them), and its bias-dropout-add
-on the projection's output, its mask and the residual stream (the bias add broadcasts);
-Hugging Face's gated MLP multiplies two projections' own outputs,
-``act_fn(gate_proj(x)) * up_proj(x)``
-(huggingface/transformers@000c33fd models/qwen3/modeling_qwen3.py ``Qwen3MLP``). The others
-run on strided views or broadcasts (RoPE on the QKV output's split heads and ``torch.cat``, a
-clamp on a chunk of the gated up-projection, RMSNorm's per-row scale and weight), which
-PyTorch's TensorIterator hands to its slower non-vectorized ``elementwise_kernel`` (ghsim's
-H200 trace of a plain PyTorch Llama 300M whose probe model chunks one up-projection: SiLU on
-the chunk at 0.30 of peak, its product at 0.45, a contiguous add at 0.96;
-benchmarks/device/data/h200-2026-12-04/dense_llama-300m_steady_trace.json.gz), and stay at the
-element-wise rate."""
 
 _FP8_KERNELS_PER_TENSOR = {"delayed": 1, "tensorwise": 3, "blockwise": 1}
 """Kernels Transformer Engine launches to quantize one tensor (NVIDIA/TransformerEngine@v2.9
@@ -290,17 +170,17 @@ def _mla(s: LayerShapes) -> list[Step]:
     if m.q_lora:
         steps += _fp8_cast("q_down", t * h, s)
         steps += [_gemm("q_down", t, m.q_lora, h, s),
-                  _eltwise("q_norm", t * m.q_lora, s, klass="norm")]
+                  eltwise("q_norm", t * m.q_lora, s, klass="norm")]
         steps += _fp8_cast("q_up", t * m.q_lora, s)
         steps += [_gemm("q_up", t, heads * qk, m.q_lora, s)]
     else:
         steps += _fp8_cast("q_proj", t * h, s)
         steps += [_gemm("q_proj", t, heads * qk, h, s)]
     steps += [_gemm("kv_down", t, m.kv_lora + m.rope, h, s),
-              _eltwise("kv_norm", t * m.kv_lora, s, klass="norm")]
+              eltwise("kv_norm", t * m.kv_lora, s, klass="norm")]
     steps += _fp8_cast("kv_up", t * m.kv_lora, s)
     steps += [_gemm("kv_up", t, heads * (m.nope + m.v), m.kv_lora, s),
-              _eltwise("rope", t * (heads + 1) * m.rope, s)]
+              eltwise("rope", t * (heads + 1) * m.rope, s)]
     steps += _mla_core(s)
     steps += _fp8_cast("proj", t * heads * m.v, s)
     steps += [_gemm("proj", t, h, heads * m.v, s)]
@@ -331,13 +211,13 @@ def _attention_block(s: LayerShapes) -> list[Step]:
     """Norm, QKV (or MLA's projections), attention and the output projection, with their
     tensor-parallel communication, up to the first residual add."""
     h, sp = s.hidden, s.sequence_parallel
-    steps: list[Step] = [_fusable("ln1", "norm", s.sp_tokens * h, s, klass="norm")]
+    steps: list[Step] = [fusable("ln1", "norm", s.sp_tokens * h, s, klass="norm")]
     steps += _norm_gather("ln1.all_gather", s, fused=s.mla is None)
     steps += _mla(s) if s.mla is not None else _qkv_attention(s)
     steps += _tp("proj.reduce_scatter", "reduce_scatter", s) if sp else _tp(
         "proj.all_reduce", "all_reduce", s)
-    steps += [_residual("residual1", s.sp_tokens * h, s),
-              _fusable("ln2", "norm", s.sp_tokens * h, s, klass="norm")]
+    steps += [residual("residual1", s.sp_tokens * h, s),
+              fusable("ln2", "norm", s.sp_tokens * h, s, klass="norm")]
     return steps
 
 
@@ -346,14 +226,14 @@ def _qkv_attention(s: LayerShapes) -> list[Step]:
     t, h = s.tokens, s.hidden
     steps: list[Step] = _norm_linear_cast("qkv", t * h, s)
     steps += [_gemm("qkv", t, s.q_width + 2 * s.kv_width, h, s)]
-    steps += _eager_only("qkv.bias", "bias", t * (s.q_width + 2 * s.kv_width), s)
+    steps += eager_only("qkv.bias", "bias", t * (s.q_width + 2 * s.kv_width), s)
     if s.qk_norm:  # Qwen3 / Megatron --qk-layernorm: normalized before RoPE
-        steps += [_fusable("q_norm", "norm", t * s.q_width, s, klass="norm"),
-                  _fusable("k_norm", "norm", t * s.kv_width, s, klass="norm")]
+        steps += [fusable("q_norm", "norm", t * s.q_width, s, klass="norm"),
+                  fusable("k_norm", "norm", t * s.kv_width, s, klass="norm")]
     if s.rotary:  # learned or no position embeddings rotate nothing
-        steps += [_fusable("rope", "rope", t * (s.q_width + s.kv_width), s)]
+        steps += [fusable("rope", "rope", t * (s.q_width + s.kv_width), s)]
     steps += _cp_kv("attn.cp_kv_gather", "all_gather", s)
-    steps += _eager_only("attn.layout", "attention_layout",
+    steps += eager_only("attn.layout", "attention_layout",
                          t * 2 * (s.q_width + s.kv_width), s)
     steps += attention_core(s)
     steps += _fp8_cast("proj", t * s.q_width, s)
@@ -372,13 +252,13 @@ def _mlp_block(s: LayerShapes, norm_fused: bool = True) -> list[Step]:
     steps += [_gemm("mlp_up", t, up, h, s),
               # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
               # and the up halves; gelu, relu, squared_relu and xielu read one input
-              _fusable("mlp_act", "activation" if s.gated else "gelu", t * s.ffn, s,
+              fusable("mlp_act", "activation" if s.gated else "gelu", t * s.ffn, s,
                        reads=2 if s.gated else 1)]
     steps += _fp8_cast("mlp_down", t * s.ffn, s)
     steps += [_gemm("mlp_down", t, h, s.ffn, s)]
     steps += _tp("mlp.reduce_scatter", "reduce_scatter", s) if sp else _tp(
         "mlp.all_reduce", "all_reduce", s)
-    steps += [_residual("residual2", s.sp_tokens * h, s)]
+    steps += [residual("residual2", s.sp_tokens * h, s)]
     return steps
 
 
@@ -455,7 +335,7 @@ def moe_block(s: LayerShapes) -> list[Step]:
         steps += [Kernel("moe.preprocess", 0.0, dispatch.forward * t * m.experts, "int64",
                          (t, m.experts), kernels=dispatch.forward,
                          backward_kernels=dispatch.backward)]
-    steps += [_eltwise("moe.permute", slots * h, s)]
+    steps += [eltwise("moe.permute", slots * h, s)]
     # the host reads the per-expert token counts before the dispatch (Comm.host_sync)
     steps += _ep("moe.dispatch", "all_to_all", slots * h * e, "ep", m.ep, m.dedup,
                  host_sync=True)
@@ -474,8 +354,8 @@ def moe_block(s: LayerShapes) -> list[Step]:
     steps += _fp8_cast("experts.up", tokens * h, s, m.local_experts)
     steps += [_grouped("experts.up", per_expert, up, h, m.local_experts, s)]
     if "clamp" in s.eager:  # PyTorch ops on both halves before the fused activation
-        steps += [_fusable("experts.act_clamp", "clamp", tokens * up, s)]
-    steps += [_eltwise("experts.act", tokens * m.expert_ffn, s, reads=2 if s.gated else 1)]
+        steps += [fusable("experts.act_clamp", "clamp", tokens * up, s)]
+    steps += [eltwise("experts.act", tokens * m.expert_ffn, s, reads=2 if s.gated else 1)]
     steps += _fp8_cast("experts.down", tokens * m.expert_ffn, s, m.local_experts)
     steps += [_grouped("experts.down", per_expert, h, m.expert_ffn, m.local_experts, s)]
     if m.bias:
@@ -486,7 +366,7 @@ def moe_block(s: LayerShapes) -> list[Step]:
     if m.shared_ffn:
         shared = replace(s, ffn=m.shared_ffn)
         steps += _mlp_block(shared, norm_fused=False)[:-1]  # the residual add is below
-    steps += [_residual("residual2", t * h, s)]
+    steps += [residual("residual2", t * h, s)]
     return steps
 
 
@@ -518,7 +398,7 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
         return [replace(kernel, name=f"{kernel.name}.bwd", flops=2 * kernel.flops,
                         bytes=2 * kernel.bytes)]
     if kernel.eager is not None:  # the op's autograd kernels
-        forward, _, backward, kernels = _EAGER[kernel.eager]
+        forward, _, backward, kernels = EAGER[kernel.eager]
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=kernel.bytes * backward / forward,
                         kernels=kernels)]
     if kernel.backward_kernels:
@@ -622,11 +502,11 @@ def layer_backward(s: LayerShapes, moe: bool = False) -> list[Step]:
 def embedding_forward(s: LayerShapes) -> list[Step]:
     """Token embedding lookup (plus the learned position embedding's, added to it: one more
     read), scattered to the sequence-parallel layout."""
-    return [_eltwise("embedding", s.sp_tokens * s.hidden, s, reads=1 if s.rotary else 2)]
+    return [eltwise("embedding", s.sp_tokens * s.hidden, s, reads=1 if s.rotary else 2)]
 
 
 def embedding_backward(s: LayerShapes) -> list[Step]:
-    return [_eltwise("embedding.bwd", s.sp_tokens * s.hidden, s, reads=2)]
+    return [eltwise("embedding.bwd", s.sp_tokens * s.hidden, s, reads=2)]
 
 
 def _logits(s: LayerShapes) -> Kernel:
@@ -640,7 +520,7 @@ def _logits(s: LayerShapes) -> Kernel:
 
 def head_forward(s: LayerShapes) -> list[Step]:
     """Final norm, logits GEMM over this rank's vocabulary shard, and the cross-entropy loss."""
-    steps: list[Step] = [_fusable("final_ln", "norm", s.sp_tokens * s.hidden, s, klass="norm")]
+    steps: list[Step] = [fusable("final_ln", "norm", s.sp_tokens * s.hidden, s, klass="norm")]
     steps += _tp("final_ln.all_gather", "all_gather", s) if s.sequence_parallel else []
     steps += [_logits(s), _loss(s, backward=False)]
     return steps
@@ -681,9 +561,9 @@ def mtp_forward(s: LayerShapes, moe: bool) -> list[Step]:
     and projected back to the hidden width (a 2h x h GEMM), run through one transformer layer,
     and scored by the shared output layer and its loss."""
     t, h = s.sp_tokens, s.hidden
-    steps: list[Step] = [_eltwise("mtp.embedding", t * h, s),
-                         _eltwise("mtp.enorm", t * h, s, klass="norm"),
-                         _eltwise("mtp.hnorm", t * h, s, klass="norm"),
+    steps: list[Step] = [eltwise("mtp.embedding", t * h, s),
+                         eltwise("mtp.enorm", t * h, s, klass="norm"),
+                         eltwise("mtp.hnorm", t * h, s, klass="norm"),
                          _gemm("mtp.proj", t, h, 2 * h, replace(s, gemm_dtype="bf16",
                                                                 weight_bytes=s.act_bytes))]
     steps += layer_forward(s, moe)
@@ -700,8 +580,8 @@ def mtp_backward(s: LayerShapes, moe: bool) -> list[Step]:
     projection = _gemm("mtp.proj", t, h, 2 * h, replace(s, gemm_dtype="bf16",
                                                          weight_bytes=s.act_bytes))
     steps += _backward_of(projection, s)
-    steps += [_eltwise("mtp.norms.bwd", 2 * t * h, s, reads=2, klass="norm"),
-              _eltwise("mtp.embedding.bwd", t * h, s, reads=2)]
+    steps += [eltwise("mtp.norms.bwd", 2 * t * h, s, reads=2, klass="norm"),
+              eltwise("mtp.embedding.bwd", t * h, s, reads=2)]
     return steps
 
 
@@ -712,6 +592,6 @@ def head_backward(s: LayerShapes) -> list[Step]:
         steps += _tp("final_ln.bwd_reduce_scatter", "reduce_scatter", s)
     elif s.tp > 1:
         steps += _tp("final_ln.bwd_all_reduce", "all_reduce", s)
-    steps += _backward_of(_fusable("final_ln", "norm", s.sp_tokens * s.hidden, s,
+    steps += _backward_of(fusable("final_ln", "norm", s.sp_tokens * s.hidden, s,
                                    klass="norm"), s)
     return steps
