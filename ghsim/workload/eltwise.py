@@ -11,12 +11,14 @@ from ghsim.workload.shapes import LayerShapes
 
 
 def eltwise(name: str, elements: int, s: LayerShapes, reads: int = 1, writes: int = 1,
-             klass: str = "elementwise") -> Kernel:
+            klass: str = "elementwise") -> Kernel:
+    """One fused memory-bound kernel over ``elements`` activations: it reads ``reads`` and
+    writes ``writes`` tensors of them, at the activations' bytes an element."""
     return Kernel(name, 0.0, elements * (reads + writes) * s.act_bytes, "bf16", (elements,), klass)
 
 
 def fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
-             klass: str = "elementwise") -> Kernel:
+            klass: str = "elementwise") -> Kernel:
     """A norm, RoPE or activation: one fused kernel reading ``reads`` inputs, or, where the
     framework runs ``op`` eagerly (``training.eager_ops``), its PyTorch kernels (:data:`EAGER`)."""
     if op not in s.eager:

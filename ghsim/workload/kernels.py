@@ -234,7 +234,7 @@ def _qkv_attention(s: LayerShapes) -> list[Step]:
         steps += [fusable("rope", "rope", t * (s.q_width + s.kv_width), s)]
     steps += _cp_kv("attn.cp_kv_gather", "all_gather", s)
     steps += eager_only("attn.layout", "attention_layout",
-                         t * 2 * (s.q_width + s.kv_width), s)
+                        t * 2 * (s.q_width + s.kv_width), s)
     steps += attention_core(s)
     steps += _fp8_cast("proj", t * s.q_width, s)
     steps += [_gemm("proj", t, h, s.q_width, s)]
@@ -253,7 +253,7 @@ def _mlp_block(s: LayerShapes, norm_fused: bool = True) -> list[Step]:
               # one fused kernel (Megatron's jit_fuser / bias_swiglu): gated reads the gate
               # and the up halves; gelu, relu, squared_relu and xielu read one input
               fusable("mlp_act", "activation" if s.gated else "gelu", t * s.ffn, s,
-                       reads=2 if s.gated else 1)]
+                      reads=2 if s.gated else 1)]
     steps += _fp8_cast("mlp_down", t * s.ffn, s)
     steps += [_gemm("mlp_down", t, h, s.ffn, s)]
     steps += _tp("mlp.reduce_scatter", "reduce_scatter", s) if sp else _tp(
@@ -593,5 +593,5 @@ def head_backward(s: LayerShapes) -> list[Step]:
     elif s.tp > 1:
         steps += _tp("final_ln.bwd_all_reduce", "all_reduce", s)
     steps += _backward_of(fusable("final_ln", "norm", s.sp_tokens * s.hidden, s,
-                                   klass="norm"), s)
+                                  klass="norm"), s)
     return steps
