@@ -6,10 +6,22 @@ worker whole modules) runs them beside the calibration set rather than after it.
 
 from __future__ import annotations
 
+import importlib
+import sys
+from types import ModuleType
+
 import pytest
 
 from ghsim.engine.validation import summarize, validate_file
 from tests.conftest import CORES, ROOT
+
+
+def _benchmark(name: str) -> ModuleType:
+    """A script of benchmarks/ as a module (the scripts import one another by name)."""
+    folder = str(ROOT / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
 
 
 def test_moe_points_all_simulate_within_a_regression_bound() -> None:
@@ -52,10 +64,7 @@ def test_caraml_800m_on_four_gpu_systems_within_its_published_figure() -> None:
     flash kernel with PyTorch ops: costed as one fused kernel each the 24 runs were 38 % fast on
     average (worst -53 %); the bias-GELU op by op 17.7 % (worst -36 %), the rest as well
     13.3 % (worst -32 %, the single GH200 at global batch 16)."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import caraml_gpus
+    caraml_gpus = _benchmark("caraml_gpus")
 
     errors = [predicted / measured - 1 for _, _, measured, predicted in caraml_gpus.runs()]
     assert len(errors) == 24 and sum(abs(e) for e in errors) / len(errors) <= 0.15, errors
@@ -68,10 +77,7 @@ def test_gh200_runs_outside_the_validation_sets() -> None:
     845.78, each a 10-iteration mean with the first) within 20 % on average (today 13.6 %, both
     fast), and every low-confidence run (Bielik 7B's 'over 9,200' tokens/s/GPU, two Apertus
     rates read off figures) simulated. Nothing was fitted to them."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import gh200_heldout
+    gh200_heldout = _benchmark("gh200_heldout")
 
     rows = gh200_heldout.rows()
     assert len(rows) == 5 and all(g > 0 for _, _, _, g, _ in rows)
@@ -86,10 +92,7 @@ def test_megatron_weak_scaling_table_outside_the_validation_sets() -> None:
     ghsim, without interleaving, is within 15 % of its nine BF16 H100 runs on average (today
     9.0 %; the 1.7B and 7.1B models come out 19 % and 14 % fast, the 32B 26 % slow on its
     exposed FP32 gradient reduce-scatter). Nothing was fitted to them."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import megatron_weak_scaling as table
+    table = _benchmark("megatron_weak_scaling")
 
     rows = table.table()
     assert len(rows) == 9
@@ -109,10 +112,7 @@ def test_trtllm_perf_overview_dense_rows_outside_the_validation_sets() -> None:
     validation file holds: Llama 3.3 70B and Llama 3.1 8B at TP 1 and 2 on H100 and H200, ten
     input/output lengths each, within 10 % on average (today 7 %). Llama 3.1 405B at TP 8 is
     predicted 5-32 % fast (all 20 rows too fast), which the bound below only guards."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import trtllm_perf_overview
+    trtllm_perf_overview = _benchmark("trtllm_perf_overview")
 
     errors: dict[bool, list[float]] = {True: [], False: []}
     for _, _, tp, _, _, measured, ghsim in trtllm_perf_overview.rows():
