@@ -6,11 +6,12 @@ Alps's GH200s, CoralGemm 2025.11 runs of square BF16 GEMMs (FP32 C and compute, 
 ``OP_T``) for 45 s each per size: the module then capped at 660 W (CSCS serves Grace first).
 A 45-second loop of one GEMM is not what a training step runs: on an H200 at its 700 W limit a
 loop of 8192^3 on random data held 1455-1500 MHz and ran at 660-672 TFLOP/s, while the GEMMs of
-back-to-back training micro-batches ran at 768-793 (1.14-1.20x; docs/hardware-facts.md T4#12-13,
+back-to-back training micro-batches ran at 768-793 (1.14-1.20x; 1.16-1.17x from the probe's
+JSON files alone, which this script reads; docs/hardware-facts.md T4#12-13,
 ``benchmarks/device/data/h200-2026-12-04``), and ghsim's GEMM costs are those of a training
 step. So ghsim's rate on an Alps GPU (the cap less the CPU side, through the clock-cubed law)
 should sit above CoralGemm's by about that factor; with no cap it would sit 1.4x above, with
-twice the CPU side's share 0.94x. Nothing is fitted here. Run:
+twice the CPU side's share 0.87x. Nothing is fitted here. Run:
 ``python benchmarks/alps_gemm.py`` (a second).
 """
 

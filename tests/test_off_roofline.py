@@ -237,7 +237,7 @@ def test_the_capped_alps_gemm_rate_stands_to_cscs_coralgemm_as_a_step_to_a_loop(
     cscs-reframe-tests@e18c3a88) are GEMM loops, and a loop holds a lower clock than a training
     step's GEMMs: 1.16-1.17x lower on an H200 at its 700 W limit (the probe's data). ghsim's
     rate on an Alps GPU stands to CoralGemm's within 10 % of that factor (today 1.11), which
-    it would not with the cap ignored (about 1.4x) or the CPU side's share doubled (0.94x)."""
+    it would not with the cap ignored (about 1.4x) or the CPU side's share doubled (0.87x)."""
     import alps_gemm
 
     by_size = alps_gemm.ratios()
