@@ -17,6 +17,7 @@ twice the CPU side's share 0.87x. Nothing is fitted here. Run:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ghsim.config.api import load_system  # noqa: E402
-from ghsim.costmodel.gpu import gpu_cost_model, sustained_clock_ghz  # noqa: E402
+from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model, sustained_clock_ghz  # noqa: E402
 from ghsim.workload.ir import Kernel  # noqa: E402
 
 SYSTEM = "alps-gh200"
@@ -36,14 +37,19 @@ there by bytes of one dimension in FP32: 12800, 25600, 51200, 128000)."""
 H200_DATA = ROOT / "benchmarks" / "device" / "data" / "h200-2026-12-04"
 
 
+@functools.cache
+def _model(system: str) -> GpuCostModel:
+    """The cost model of one GPU of ``system`` at the clock its power limit leaves."""
+    node = load_system(system).node
+    return gpu_cost_model(node.gpu, sustained_clock_ghz(node))
+
+
 def ghsim_tflops(n: int, system: str = SYSTEM) -> float:
     """ghsim's BF16 rate for an n^3 GEMM (A, B in BF16, C in FP32) on one GPU of ``system``
     at the clock its power limit leaves, the launch gap excluded."""
-    node = load_system(system).node
-    model = gpu_cost_model(node.gpu, sustained_clock_ghz(node))
     kernel = Kernel("coralgemm", 2.0 * n ** 3, float(2 * n * n * 2 + 2 * n * n * 4), "bf16",
                     (n, n, n), "gemm")
-    return 2.0 * n ** 3 / (model.kernel_s(kernel) - model.launch_s) / 1e12
+    return kernel.flops / _model(system).gemm_s(kernel) / 1e12
 
 
 def h200_step_over_loop() -> tuple[float, float]:
@@ -62,6 +68,11 @@ def ratios() -> dict[int, float]:
     return {n: ghsim_tflops(n) / measured for n, measured in CORALGEMM_TFLOPS.items()}
 
 
+def mean_ratio(by_size: dict[int, float]) -> float:
+    """The geometric mean of ``ratios()``."""
+    return math.exp(sum(math.log(r) for r in by_size.values()) / len(by_size))
+
+
 def main() -> None:
     node = load_system(SYSTEM).node
     print(f"{SYSTEM}: module cap {node.power_limit_w:g} W, GPU clock "
@@ -69,11 +80,10 @@ def main() -> None:
     print(f"{'M=N=K':>6s} {'CoralGemm':>10s} {'ghsim':>7s} {'ghsim/CoralGemm':>16s}")
     by_size = ratios()
     for n, measured in CORALGEMM_TFLOPS.items():
-        print(f"{n:6d} {measured:10.1f} {ghsim_tflops(n):7.1f} {by_size[n]:16.2f}")
-    mean = math.exp(sum(math.log(r) for r in by_size.values()) / len(by_size))
+        print(f"{n:6d} {measured:10.1f} {measured * by_size[n]:7.1f} {by_size[n]:16.2f}")
     low, high = h200_step_over_loop()
-    print(f"geometric mean {mean:.2f}; an H200's training-step GEMMs over its GEMM loop: "
-          f"{low:.2f}-{high:.2f}")
+    print(f"geometric mean {mean_ratio(by_size):.2f}; an H200's training-step GEMMs over its "
+          f"GEMM loop: {low:.2f}-{high:.2f}")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def gemm_s(model: GpuCostModel, m: int, n: int, k: int, dtype: str) -> float:
     size = 1 if dtype == "fp8" else 2
     kernel = Kernel("g", 2.0 * m * n * k, float((m * k + n * k) * size + m * n * 2), dtype,
                     (m, n, k), "gemm")
-    return model.kernel_s(kernel) - model.launch_s
+    return model.gemm_s(kernel)
 
 
 def step_gemms(spec: dict[str, int], fp8: bool) -> list[tuple[int, int, int, str]]:
