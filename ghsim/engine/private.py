@@ -42,12 +42,15 @@ def disjoint(plan: Plan) -> bool:
     return True
 
 
-def inline_plan(planner: TrafficPlanner, rank_class: RankClass, step: Comm
-                ) -> tuple[float, Plan]:
-    """The wire bytes and the plan of a compute op's inline collective ``step``."""
+def inline_plan(planner: TrafficPlanner, rank_class: RankClass, step: Comm,
+                overlapped: bool = False) -> tuple[float, Plan]:
+    """The wire bytes and the plan of a compute op's inline collective ``step``;
+    ``overlapped``: run by Transformer Engine's userbuffers beside its GEMM (copies, not
+    NCCL's pipeline)."""
     group = rank_class.groups[step.group]
     wire = wire_bytes(step.collective, step.bytes, group.size)
-    return wire, planner.collective(rank_class, group, step.collective, wire, step.dedup)
+    return wire, planner.collective(rank_class, group, step.collective, wire, step.dedup,
+                                    nccl_pipeline=not overlapped)
 
 
 def _transfer_paths(planner: TrafficPlanner, rank_class: RankClass, op: Op,

@@ -187,7 +187,7 @@ class Simulator:
         self.ep_overlap = ep_overlap
         self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[Segment, ...]]] = {}
         self._issues: dict[tuple[int, bool], tuple[_Issue, ...]] = {}
-        self._plans: dict[tuple[str, Comm], tuple[float, Plan, list[tuple[Path, float]]]] = {}
+        self._plans: dict[tuple[str, Comm, bool], tuple[float, Plan, list[tuple[Path, float]]]] = {}
         self.issue = issue or KernelIssue()
         self.host_clock: dict[str, float] = {}
         """Per rank class: when its framework thread has issued every compute op so far."""
@@ -229,12 +229,13 @@ class Simulator:
                 for part in split)
         return self._issues[key]
 
-    def _inline_plan(self, rank_class: RankClass, step: Comm
+    def _inline_plan(self, rank_class: RankClass, step: Comm, overlapped: bool
                      ) -> tuple[float, Plan, list[tuple[Path, float]]]:
-        """An inline collective's wire bytes, plan and flows (cached: they repeat)."""
-        key = (rank_class.name, step)
+        """An inline collective's wire bytes, plan and flows (cached: they repeat);
+        ``overlapped``: userbuffers run it beside its GEMM."""
+        key = (rank_class.name, step, overlapped)
         if key not in self._plans:
-            wire, plan = inline_plan(self.planner, rank_class, step)
+            wire, plan = inline_plan(self.planner, rank_class, step, overlapped)
             self._plans[key] = (wire, plan, plan.flows(wire))
         return self._plans[key]
 
@@ -278,7 +279,7 @@ class Simulator:
                 ahead += segment.kernel_s
                 continue
             synced = step.host_sync and bool(pending)
-            wire, plan, flows = self._inline_plan(rank_class, step)
+            wire, plan, flows = self._inline_plan(rank_class, step, bool(segment.overlap_s))
             if (rank_class.name, step.group) in self.private and not synced:
                 # alone on its links: its end is known now (engine.private)
                 start = self.env.now + ahead + segment.kernel_s

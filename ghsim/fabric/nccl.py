@@ -7,11 +7,19 @@ bandwidth they multiply is not NCCL's per-channel guess but what the collective'
 the system's links (measured NCCL efficiencies of the links, Simple protocol, as nccl-tests
 reports for large messages). The LL protocols carry flags beside the data (LL: 4 of every 8
 bytes; LL128: 120 of 128), which ghsim models as extra bytes on the wire.
+
+NCCL's model is optimistic between a few MiB and a GiB: its pipeline moves a message in chunks
+that shrink with the message (``calcCollChunking``), so the links idle between chunks and a
+collective reaches its large-message bus bandwidth only near a GiB. NCCL corrects this for its
+trees only (``treeCorrectionFactor``); nccl-tests show rings and NVLS ramping the same way.
+:func:`size_ramp` reads the measured ramp of an NVLink domain (``gpu.nvlink.nccl_size_ramp``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -111,3 +119,17 @@ def choose(collective: str, ranks: int, nodes: int, intra: str, wire_bytes: floa
                 best = (seconds, choice)
     assert best is not None
     return best[1]
+
+
+def size_ramp(wire_bytes: float, ramp: Sequence[Sequence[float]]) -> float:
+    """The share of its large-message bus bandwidth a collective moving ``wire_bytes`` per
+    rank reaches: ``ramp``'s [MiB, share] pairs interpolated in log2 of the size, flat beyond
+    both ends."""
+    mib = wire_bytes / 2**20
+    if mib <= ramp[0][0]:
+        return ramp[0][1]
+    for (low, low_share), (high, high_share) in itertools.pairwise(ramp):
+        if mib <= high:
+            along = math.log2(mib / low) / math.log2(high / low)
+            return low_share + along * (high_share - low_share)
+    return ramp[-1][1]

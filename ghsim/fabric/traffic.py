@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,15 @@ class Plan:
 
     def flows(self, nbytes: float) -> list[tuple[Path, float]]:
         return [(s.path, s.fraction * nbytes * self.wire_factor) for s in self.shares]
+
+
+def _slowed(plan: Plan, share: float) -> Plan:
+    """``plan`` with each flow reaching ``share`` of the rate it did on every link: the same
+    bytes, the links held for longer (as a lower efficiency holds them)."""
+    shares = tuple(Share(replace(s.path, coefficients=tuple(c / share
+                                                            for c in s.path.coefficients)),
+                         s.fraction) for s in plan.shares)
+    return replace(plan, shares=shares)
 
 
 def _domains_reached(k: int, groups: int, picked: int, domains: int) -> float:
@@ -140,6 +149,8 @@ class TrafficPlanner:
         self.system = system
         self.layout = layout
         self.eff: Efficiencies = efficiencies(system)
+        nvlink = system.node.gpu.gpu.nvlink if system.node.gpu.gpu is not None else None
+        self._ramp = nvlink.nccl_size_ramp if nvlink is not None else None
         self.nvlink_latency_s = nvlink_latency_s
         self.nic_latency_s = nic_latency_s
         self.capacity: dict[str, float] = {}
@@ -315,19 +326,27 @@ class TrafficPlanner:
     # -- transfers ----------------------------------------------------------------------------
 
     def collective(self, rank_class: RankClass, group: Group, collective: str,
-                   wire_bytes: float | None = None, dedup: Dedup = NO_DEDUP) -> Plan:
+                   wire_bytes: float | None = None, dedup: Dedup = NO_DEDUP,
+                   nccl_pipeline: bool = True) -> Plan:
         """How a collective of ``group`` runs for ``rank_class``: its flows as fractions of
         each member's wire bytes (``wire_bytes(collective, message, n)``), with the algorithm
-        and protocol NCCL picks for ``wire_bytes`` (large messages when not given)."""
+        and protocol NCCL picks for ``wire_bytes`` (large messages when not given), at the
+        share of the bandwidth NCCL's pipeline reaches at that size inside an NVLink domain
+        (``gpu.nvlink.nccl_size_ramp``; ``nccl_pipeline`` False: the exchange is copies,
+        Transformer Engine's userbuffers, not NCCL's pipeline)."""
         key = ("collective", rank_class.name, group, collective, dedup)
         if key not in self._plans:
             self._plans[key] = self._collective(rank_class, group, collective, dedup)
         layout = self._plans[key]
         if layout.algorithm in ("none", "all_to_all") or wire_bytes is None:
             return layout
-        chosen = (key, wire_bytes)
+        chosen = (key, wire_bytes, nccl_pipeline)
         if chosen not in self._choices:
-            self._choices[chosen] = self._choose(layout, group, collective, wire_bytes)
+            plan = self._choose(layout, group, collective, wire_bytes)
+            ramp = self._ramp if nccl_pipeline and group.domains == 1 else None
+            if ramp and plan.protocol != "LL":  # LL flags each 8-byte line: no chunk handshakes
+                plan = _slowed(plan, nccl.size_ramp(wire_bytes, ramp))
+            self._choices[chosen] = plan
         return self._choices[chosen]
 
     def _busbw(self, plan: Plan) -> float:

@@ -9,6 +9,7 @@ same document. So an override of a capacity moves every rate given as an efficie
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -400,6 +401,20 @@ class NvlinkSpec(Spec):
         "links x link_bandwidth_gb_s") + " Absent: nccl_efficiency, the ring's (no all-to-all "
         "measured on this part). DeepEP's NVLink kernels are not NCCL's: they take "
         "nccl_efficiency.")
+    nccl_size_ramp: list[list[PositiveFloat]] | None = Field(
+        default=None,
+        description="Measured share of its large-message bus bandwidth that an NCCL "
+        "collective inside one NVLink domain reaches, by the MiB each rank puts on the wire "
+        "(an all-reduce of S bytes over n GPUs: 2 (n - 1) / n x S): [[mib, share], ...] in "
+        "increasing mib, interpolated in log2(mib), flat beyond both ends. NCCL's tuning "
+        "model, whose latencies and picks ghsim follows, assumes the full rate at every size "
+        "and corrects only its trees (src/graph/tuning.cc treeCorrectionFactor); nccl-tests "
+        "show rings and NVLS reaching half of it at a few MiB and all of it only near a GiB. "
+        "Not applied to the LL protocol (its flags ride with every 8-byte line, so no chunk "
+        "handshakes idle the links), to collectives that cross the network (no measurement "
+        "here), nor to Transformer Engine's userbuffers exchanges (copies, not NCCL). Absent: "
+        "the full rate at every size.",
+    )
     collective_latency_us: PositiveFloat | None = Field(
         default=None,
         description="Measured per-step latency (alpha) of a small collective over NVLink; "
@@ -409,6 +424,21 @@ class NvlinkSpec(Spec):
 
     _alone = field_validator("nccl_efficiency", "nvls_allreduce_efficiency",
                              "alltoall_efficiency")(classmethod(_not_both))
+
+    @field_validator("nccl_size_ramp")
+    @classmethod
+    def _ramp_pairs(cls, ramp: list[list[float]] | None) -> list[list[float]] | None:
+        if ramp is not None:
+            if not ramp:
+                raise ValueError("give at least one [mib, share] pair, or leave the key out")
+            for pair in ramp:
+                if len(pair) != 2 or pair[1] > 1:
+                    raise ValueError(f"each entry is [mib, share] with 0 < share <= 1, got "
+                                     f"{pair}")
+            sizes = [pair[0] for pair in ramp]
+            if any(b <= a for a, b in itertools.pairwise(sizes)):
+                raise ValueError(f"the sizes (MiB) must increase, got {sizes}")
+        return ramp
 
     @model_validator(mode="after")
     def _efficiencies(self) -> NvlinkSpec:
