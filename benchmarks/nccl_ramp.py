@@ -60,6 +60,13 @@ communicators, 2026). The stored excerpt does not show the world size; it is tak
 because from 16 to 128 MiB it agrees within 3 % with Azure's 8-GPU table (measured on another
 system, with nccl-tests), so the sizes below 16 MiB, where nccl-tests' per-operation floor
 shapes Azure's figures, are the independent part of the check."""
+ALPS_2NODE_US = {1: (164.3, 187.7), 2: (182.1, 180.6), 4: (292.7, 295.4), 8: (344.5, 345.7),
+                 16: (461.7, 454.0), 32: (686.5, 686.6), 64: (1090.5, 1083.5),
+                 128: (1916.4, 1907.8)}
+"""Across nodes, where ghsim applies no ramp (shown, not used): nccl-tests 2.17.1 all-reduce on
+two Alps nodes, 4 GH200 each, Slingshot-11 through the libfabric plugin (the CXI hook on),
+MiB -> (out-of-place, in-place) us (eth-cscs/cscs-docs@80abed13
+``docs/software/communication/nccl.md``, "All-reduce latency")."""
 FLOOR_S = {"dgx-h200": 1024 * 1.75 / 0.06e9, "dgx-h100": 1024 * 1.75 / 0.06e9,
            "dgx-a100": 1024 * 1.75 / 0.04e9}
 """The same tables' 1 KiB all-reduce (0.06 and 0.04 GB/s): 30 and 45 us, the time nccl-tests
@@ -132,6 +139,34 @@ def vllm_rows() -> list[tuple[float, float, float, float]]:
             for mib, measured in VLLM_H100_US.items()]
 
 
+def alps_rows() -> list[tuple[float, float, float, float]]:
+    """(MiB, measured us, ghsim us, the same) for the two-node Alps all-reduce (no ramp across
+    nodes, so both ghsim columns agree)."""
+    planner, rank_class = _alps_planner()
+    group = rank_class.groups["dp"]
+    out = []
+    for mib, (oop, inp) in ALPS_2NODE_US.items():
+        wire = wire_bytes("all_reduce", mib * MIB, group.size)
+        plan = planner.collective(rank_class, group, "all_reduce", wire)
+        seconds = plan.latency_s + makespan_s(plan.flows(wire), planner.capacity)
+        out.append((float(mib), (oop + inp) / 2, 1e6 * seconds, 1e6 * seconds))
+    return out
+
+
+@functools.cache
+def _alps_planner():  # type: ignore[no-untyped-def]
+    spec = {"schema_version": 1, "kind": "scenario", "system": "alps-gh200", "num_gpus": 8,
+            "model": "llama3-8b",
+            "training": {"seq_len": 2048, "micro_batch": 1, "global_batch": 8,
+                         "precision": "bf16", "attention": "flash"},
+            "parallelism": {"tp": 1, "pp": 1, "dp": 8, "recompute": "none"}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "alps-dp8.yaml"
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        scenario = load_scenario(path)
+    return traffic_planner(scenario.spec.system, scenario.layout), lower(scenario).classes[0]
+
+
 def _print(rows_: list[tuple[float, float, float, float]]) -> None:
     print(f"{'MiB':>6s} {'measured':>9s} {'ghsim':>9s} {'error':>7s} {'no ramp':>9s} "
           f"{'error':>7s}")
@@ -151,6 +186,8 @@ def main() -> None:
         _print([(float(mib), *rest) for mib, *rest in rows(system)])
     print("dgx-h100 against vLLM's NCCL figures (vllm-project/vllm#42324; not used above)")
     _print(vllm_rows())
+    print("alps-gh200, two nodes of 4 (across Slingshot: no ramp modelled; cscs-docs nccl.md)")
+    _print(alps_rows())
 
 
 if __name__ == "__main__":
