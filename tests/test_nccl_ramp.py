@@ -148,3 +148,20 @@ def test_a_malformed_ramp_is_refused_naming_its_key(ramp: str, expected: str) ->
     with pytest.raises(InputError, match=expected) as caught:
         load_scenario(DGX_H100, [f"system.node.gpu.gpu.nvlink.nccl_size_ramp={ramp}"])
     assert "nccl_size_ramp" in str(caught.value)
+
+
+def test_nccls_own_tree_correction_and_ring_plateau_are_in_its_model() -> None:
+    """ncclTopoGetAlgoTime (tuning.cc) scales a tree all-reduce's bandwidth by
+    treeCorrectionFactor[protocol][log2(bytes / 64)] and a cross-node Simple ring's latency by
+    1.4: a 4 MiB message is index 16 (LL 0.7, LL128 0.8, Simple 0.7)."""
+    from ghsim.fabric.nccl import RING_PLATEAU, choose, latency_s, tree_correction
+
+    assert [tree_correction(p, 4 * MIB) for p in ("LL", "LL128", "Simple")] == [0.7, 0.8, 0.7]
+    assert tree_correction("Simple", 63) == 1.0  # below NCCL's first bin
+    assert tree_correction("Simple", 2**30) == 1.0  # past its last
+    ranks, nodes, message = 16, 2, 256 * MIB
+    wire = wire_bytes("all_reduce", message, ranks)
+    ring = choose("all_reduce", ranks, nodes, "nvlink", wire, 1e9, None)  # slow links: ring
+    assert (ring.algorithm, ring.protocol) == ("ring", "Simple")
+    assert ring.latency_s == pytest.approx(
+        RING_PLATEAU * latency_s("ring", "Simple", "all_reduce", ranks, nodes, "nvlink"))

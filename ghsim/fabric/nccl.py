@@ -2,11 +2,13 @@
 
 NCCL predicts ``time = latency + bytes / bandwidth`` for every enabled algorithm x protocol pair
 and runs the fastest (NVIDIA/nccl ``src/graph/tuning.cc`` and ``src/enqueue.cc`` at 5067397,
-NCCL 2.30). ghsim takes NCCL's latency tables and its bandwidth factors as they are; the
-bandwidth they multiply is not NCCL's per-channel guess but what the collective's flows get on
-the system's links (measured NCCL efficiencies of the links, Simple protocol, as nccl-tests
-reports for large messages). The LL protocols carry flags beside the data (LL: 4 of every 8
-bytes; LL128: 120 of 128), which ghsim models as extra bytes on the wire.
+NCCL 2.30). ghsim takes NCCL's latency tables and its bandwidth factors as they are, with the
+two corrections ``ncclTopoGetAlgoTime`` applies (a tree all-reduce's bandwidth by message size,
+a cross-node ring's latency plateau); the bandwidth they multiply is not NCCL's per-channel
+guess but what the collective's flows get on the system's links (measured NCCL efficiencies of
+the links, Simple protocol, as nccl-tests reports for large messages). The LL protocols carry
+flags beside the data (LL: 4 of every 8 bytes; LL128: 120 of 128), which ghsim models as extra
+bytes on the wire.
 
 NCCL's model is optimistic between a few MiB and a GiB: its pipeline moves a message in chunks
 that shrink with the message (``calcCollChunking``), so the links idle between chunks and a
@@ -97,6 +99,35 @@ def latency_s(algorithm: str, protocol: str, collective: str, ranks: int, nodes:
     return total * 1e-6
 
 
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9,
+           1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+              .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+               .8, .9, .9),
+}
+"""NCCL's ``treeCorrectionFactor`` (tuning.cc), by log2(message bytes / 64), 0-22: "trees are
+not perfectly sticking to the model for medium sizes"; it scales a tree all-reduce's bandwidth
+(``ncclTopoGetAlgoTime``)."""
+
+
+RING_PLATEAU = 1.4
+"""NCCL multiplies the latency of a Simple ring all-reduce across nodes by 1.4 (Ampere and
+later) once each channel gives each rank 64 bytes or more: the "plateau effect of ring"
+(``ncclTopoGetAlgoTime``, tuning.cc)."""
+PLATEAU_CHANNELS = 32
+"""ghsim does not track NCCL's channel count; it takes 32, so the plateau applies from 2 KiB a
+rank (the condition only spares messages too small for a Simple ring to be picked)."""
+
+
+def tree_correction(protocol: str, message_bytes: float) -> float:
+    """NCCL's correction of a tree all-reduce's bandwidth for a message of ``message_bytes``."""
+    log_size = int(math.log2(max(1.0, message_bytes / 64))) if message_bytes >= 64 else -1
+    table = TREE_CORRECTION[protocol]
+    return table[log_size] if 0 <= log_size < len(table) else 1.0
+
+
 def choose(collective: str, ranks: int, nodes: int, intra: str, wire_bytes: float,
            ring_busbw: float, nvls_busbw: float | None) -> Choice:
     """The fastest enabled algorithm x protocol for ``wire_bytes`` per rank, given the bus
@@ -111,9 +142,15 @@ def choose(collective: str, ranks: int, nodes: int, intra: str, wire_bytes: floa
         busbw = nvls_busbw if algorithm == "nvls" and nvls_busbw else ring_busbw
         for protocol in (("Simple",) if algorithm == "nvls" else PROTOCOLS):
             factor = _bandwidth_factor(algorithm, protocol, nodes, busbw)
-            choice = Choice(algorithm, protocol,
-                            latency_s(algorithm, protocol, collective, ranks, nodes, intra),
-                            1.0 / factor)
+            latency = latency_s(algorithm, protocol, collective, ranks, nodes, intra)
+            if collective == "all_reduce":
+                message = wire_bytes * ranks / (2 * (ranks - 1))
+                if algorithm == "tree":
+                    factor *= tree_correction(protocol, message)
+                elif (algorithm == "ring" and protocol == "Simple" and nodes > 1
+                      and message >= 64 * PLATEAU_CHANNELS * ranks):
+                    latency *= RING_PLATEAU
+            choice = Choice(algorithm, protocol, latency, 1.0 / factor)
             seconds = choice.time_s(wire_bytes, busbw)
             if best is None or seconds < best[0]:
                 best = (seconds, choice)
