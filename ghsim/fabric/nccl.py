@@ -129,9 +129,11 @@ def tree_correction(protocol: str, message_bytes: float) -> float:
 
 
 def choose(collective: str, ranks: int, nodes: int, intra: str, wire_bytes: float,
-           ring_busbw: float, nvls_busbw: float | None) -> Choice:
+           ring_busbw: float, nvls_busbw: float | None,
+           tree_busbw: float | None = None) -> Choice:
     """The fastest enabled algorithm x protocol for ``wire_bytes`` per rank, given the bus
-    bandwidth the ring's flows (and NVLS's, where it runs) get alone."""
+    bandwidth the ring's flows (and NVLS's, where it runs, and the tree's, where its routes
+    differ from the ring's) get alone."""
     algorithms = ["ring"]
     if collective == "all_reduce":
         algorithms.append("tree")
@@ -139,7 +141,11 @@ def choose(collective: str, ranks: int, nodes: int, intra: str, wire_bytes: floa
             algorithms.append("nvls")
     best: tuple[float, Choice] | None = None
     for algorithm in algorithms:
-        busbw = nvls_busbw if algorithm == "nvls" and nvls_busbw else ring_busbw
+        busbw = ring_busbw
+        if algorithm == "nvls" and nvls_busbw:
+            busbw = nvls_busbw
+        elif algorithm == "tree" and tree_busbw:
+            busbw = tree_busbw
         for protocol in (("Simple",) if algorithm == "nvls" else PROTOCOLS):
             factor = _bandwidth_factor(algorithm, protocol, nodes, busbw)
             latency = latency_s(algorithm, protocol, collective, ranks, nodes, intra)

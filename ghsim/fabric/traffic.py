@@ -18,7 +18,9 @@ NVLink bytes spread over its peers. An all-to-all sends 1/n of each member's buf
 other member: the share for members in other domains crosses the network (laid on the route to
 the same position in the next domain), the rest stays on NVLink. Which algorithm and protocol
 run a collective of a given size, and their latency, is NCCL's own choice (``nccl.choose``): a
-tree shares the ring's routes at the tree's bandwidth factor.
+tree shares the ring's routes at the tree's bandwidth factor, with less on the network where
+two domains make each the other's only child (each sends the message once, not the ring's
+2 (n - 1) / n times).
 """
 
 from __future__ import annotations
@@ -158,6 +160,8 @@ class TrafficPlanner:
         self._plans: dict[tuple[object, ...], Plan] = {}
         self._choices: dict[tuple[object, ...], Plan] = {}
         self._ring_twins: dict[int, Plan] = {}
+        self._tree_twins: dict[int, Plan] = {}
+        """The tree layout beside each all-reduce ring that crosses domains."""
         """The ring layout beside each NVLS layout (NCCL picks between them by size)."""
         self._routes: dict[tuple[int, str], list[Hop]] = {}
         self._sharers: dict[str, int] = {}
@@ -357,9 +361,13 @@ class TrafficPlanner:
         nvls = layout if layout.algorithm == "nvls" else None
         ring = self._ring_twins[id(layout)] if nvls is not None else layout
         intra = "nvlink" if self.system.node.nvlink.topology != "none" else "pci"
+        tree = self._tree_twins.get(id(ring))
         choice = nccl.choose(collective, group.size, group.domains, intra, wire,
-                             self._busbw(ring), self._busbw(nvls) if nvls else None)
+                             self._busbw(ring), self._busbw(nvls) if nvls else None,
+                             self._busbw(tree) if tree else None)
         base = nvls if choice.algorithm == "nvls" and nvls is not None else ring
+        if choice.algorithm == "tree" and tree is not None:
+            base = tree
         return Plan(choice.algorithm, choice.latency_s, base.shares, choice.protocol,
                     choice.wire_factor)
 
@@ -409,6 +417,15 @@ class TrafficPlanner:
                                     inside / len(hops)))
         ring = Plan("all_to_all" if collective == "all_to_all" else "ring", latency,
                     tuple(shares))
+        if domains > 1 and collective == "all_reduce":
+            # NCCL's trees chain the members of a domain and join the domains in a double
+            # binary tree: each domain sends S / 2 up and down each of the two trees, 2 S in
+            # all, but only S with two domains (each is the other's only child), against the
+            # ring's 2 (n - 1) / n S; the ring's NVLink share is kept for the chain.
+            per_node_s = 1.0 if domains == 2 else 2.0
+            tree_outside = per_node_s * n / (2 * (n - 1) * per_domain)
+            self._tree_twins[id(ring)] = Plan("tree", latency, (
+                Share(shares[0].path, tree_outside), *shares[1:]))
         if domains == 1 and collective == "all_reduce" and self.eff.nvls and n > 2:
             nvls = Plan("nvls", latency,
                         (Share(self._path(rank_class, in_domain(1), "nvls"), 1.0),))
