@@ -82,30 +82,39 @@ def measured_s(mib: int, busbw_gb_s: float, n: int = GPUS) -> float:
 
 
 @functools.cache
-def _planner(system: str, ramp: bool):  # type: ignore[no-untyped-def]
-    spec = {"schema_version": 1, "kind": "scenario", "system": system, "num_gpus": GPUS,
+def _planner(system: str, gpus: int, group: str, ramp: bool):  # type: ignore[no-untyped-def]
+    """The traffic planner and the rank class of ``gpus`` GPUs of ``system``, all in one
+    tensor-parallel (``tp``) or data-parallel (``dp``) group."""
+    spec = {"schema_version": 1, "kind": "scenario", "system": system, "num_gpus": gpus,
             "model": "llama3-8b",
-            "training": {"seq_len": 2048, "micro_batch": 1, "global_batch": 1,
+            "training": {"seq_len": 2048, "micro_batch": 1, "global_batch": gpus,
                          "precision": "bf16", "attention": "flash"},
-            "parallelism": {"tp": GPUS, "pp": 1, "dp": 1, "recompute": "none"}}
+            "parallelism": {"tp": gpus if group == "tp" else 1, "pp": 1,
+                            "dp": gpus if group == "dp" else 1, "recompute": "none"}}
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{system}-tp{GPUS}.yaml"
+        path = Path(tmp) / f"{system}-{group}{gpus}.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
         scenario = load_scenario(path, () if ramp else (NO_RAMP,))
-    planner = traffic_planner(scenario.spec.system, scenario.layout)
-    rank_class = lower(scenario).classes[0]
-    return planner, rank_class
+    return traffic_planner(scenario.spec.system, scenario.layout), lower(scenario).classes[0]
+
+
+def all_reduce(system: str, mib: float, ramp: bool = True, gpus: int = GPUS,
+               group: str = "tp") -> tuple[float, float, str, str]:
+    """ghsim's (seconds, latency seconds, algorithm, protocol) of an all-reduce of ``mib`` MiB
+    over ``gpus`` GPUs of ``system`` in one ``group``, alone on the links."""
+    planner, rank_class = _planner(system, gpus, group, ramp)
+    members = rank_class.groups[group]
+    wire = wire_bytes("all_reduce", mib * MIB, members.size)
+    plan = planner.collective(rank_class, members, "all_reduce", wire)
+    return (plan.latency_s + makespan_s(plan.flows(wire), planner.capacity), plan.latency_s,
+            plan.algorithm, plan.protocol)
 
 
 def ghsim_s(system: str, mib: float, ramp: bool = True) -> tuple[float, float, str]:
     """ghsim's (seconds, latency seconds, protocol) of an all-reduce of ``mib`` MiB over the
-    GPUs of one node of ``system``, alone on the links."""
-    planner, rank_class = _planner(system, ramp)
-    group = rank_class.groups["tp"]
-    wire = wire_bytes("all_reduce", mib * MIB, group.size)
-    plan = planner.collective(rank_class, group, "all_reduce", wire)
-    return (plan.latency_s + makespan_s(plan.flows(wire), planner.capacity), plan.latency_s,
-            plan.protocol)
+    8 GPUs of one node of ``system``."""
+    seconds, latency, _, protocol = all_reduce(system, mib, ramp)
+    return seconds, latency, protocol
 
 
 def rows(system: str) -> list[tuple[int, float, float, float]]:
@@ -142,29 +151,11 @@ def vllm_rows() -> list[tuple[float, float, float, float]]:
 def alps_rows() -> list[tuple[float, float, float, float]]:
     """(MiB, measured us, ghsim us, the same) for the two-node Alps all-reduce (no ramp across
     nodes, so both ghsim columns agree)."""
-    planner, rank_class = _alps_planner()
-    group = rank_class.groups["dp"]
     out = []
     for mib, (oop, inp) in ALPS_2NODE_US.items():
-        wire = wire_bytes("all_reduce", mib * MIB, group.size)
-        plan = planner.collective(rank_class, group, "all_reduce", wire)
-        seconds = plan.latency_s + makespan_s(plan.flows(wire), planner.capacity)
+        seconds = all_reduce("alps-gh200", mib, group="dp")[0]
         out.append((float(mib), (oop + inp) / 2, 1e6 * seconds, 1e6 * seconds))
     return out
-
-
-@functools.cache
-def _alps_planner():  # type: ignore[no-untyped-def]
-    spec = {"schema_version": 1, "kind": "scenario", "system": "alps-gh200", "num_gpus": 8,
-            "model": "llama3-8b",
-            "training": {"seq_len": 2048, "micro_batch": 1, "global_batch": 8,
-                         "precision": "bf16", "attention": "flash"},
-            "parallelism": {"tp": 1, "pp": 1, "dp": 8, "recompute": "none"}}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "alps-dp8.yaml"
-        path.write_text(yaml.safe_dump(spec, sort_keys=False))
-        scenario = load_scenario(path)
-    return traffic_planner(scenario.spec.system, scenario.layout), lower(scenario).classes[0]
 
 
 def _print(rows_: list[tuple[float, float, float, float]]) -> None:
