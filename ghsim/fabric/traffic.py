@@ -421,7 +421,9 @@ class TrafficPlanner:
             # NCCL's trees chain the members of a domain and join the domains in a double
             # binary tree: each domain sends S / 2 up and down each of the two trees, 2 S in
             # all, but only S with two domains (each is the other's only child), against the
-            # ring's 2 (n - 1) / n S; the ring's NVLink share is kept for the chain.
+            # ring's 2 (n - 1) / n S ("On two nodes, NCCL uses the tree ... which can indeed
+            # go beyond the network bottleneck", NCCL's maintainer, NVIDIA/nccl-tests#196);
+            # the ring's NVLink share is kept for the chain.
             per_node_s = 1.0 if domains == 2 else 2.0
             tree_outside = per_node_s * n / (2 * (n - 1) * per_domain)
             self._tree_twins[id(ring)] = Plan("tree", latency, (
