@@ -110,19 +110,12 @@ def all_reduce(system: str, mib: float, ramp: bool = True, gpus: int = GPUS,
             plan.algorithm, plan.protocol)
 
 
-def ghsim_s(system: str, mib: float, ramp: bool = True) -> tuple[float, float, str]:
-    """ghsim's (seconds, latency seconds, protocol) of an all-reduce of ``mib`` MiB over the
-    8 GPUs of one node of ``system``."""
-    seconds, latency, _, protocol = all_reduce(system, mib, ramp)
-    return seconds, latency, protocol
-
-
 def rows(system: str) -> list[tuple[int, float, float, float]]:
     """(MiB, measured us, ghsim us with the ramp, without) for every measured size."""
     out = []
     for mib, busbw in MEASURED[system].items():
-        out.append((mib, 1e6 * measured_s(mib, busbw), 1e6 * ghsim_s(system, mib)[0],
-                    1e6 * ghsim_s(system, mib, ramp=False)[0]))
+        out.append((mib, 1e6 * measured_s(mib, busbw), 1e6 * all_reduce(system, mib)[0],
+                    1e6 * all_reduce(system, mib, ramp=False)[0]))
     return out
 
 
@@ -133,7 +126,7 @@ def implied_ramp(system: str) -> list[tuple[float, float]]:
     nccl-tests still shapes (:data:`FLOOR_S`)."""
     out = []
     for mib, busbw in MEASURED[system].items():
-        seconds, latency, protocol = ghsim_s(system, mib, ramp=False)
+        seconds, latency, _, protocol = all_reduce(system, mib, ramp=False)
         if protocol == "LL" or measured_s(mib, busbw) < 2 * FLOOR_S[system]:
             continue
         share = (seconds - latency) / (measured_s(mib, busbw) - latency)
@@ -143,8 +136,8 @@ def implied_ramp(system: str) -> list[tuple[float, float]]:
 
 def vllm_rows() -> list[tuple[float, float, float, float]]:
     """(MiB, vLLM's us, ghsim us with the ramp, without) for the H100 check."""
-    return [(mib, measured, 1e6 * ghsim_s("dgx-h100", mib)[0],
-             1e6 * ghsim_s("dgx-h100", mib, ramp=False)[0])
+    return [(mib, measured, 1e6 * all_reduce("dgx-h100", mib)[0],
+             1e6 * all_reduce("dgx-h100", mib, ramp=False)[0])
             for mib, measured in VLLM_H100_US.items()]
 
 

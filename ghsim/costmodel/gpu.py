@@ -21,7 +21,6 @@ element-wise rate). Each kernel costs the launch gap on top.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -29,6 +28,7 @@ from statistics import NormalDist
 from ghsim.config.schema import HardwareSpec, NodeSpec
 from ghsim.config.schema.scenario import Attention
 from ghsim.errors import ConfigError
+from ghsim.interpolate import log2_interpolate
 from ghsim.stats import expected_largest_normal
 from ghsim.workload.ir import Kernel
 
@@ -82,13 +82,7 @@ class GpuCostModel:
         points = self.attention_head_dims
         if not points or head_dim <= 0:
             return 1.0
-        if head_dim <= points[0][0]:
-            return points[0][1]
-        for (d0, f0), (d1, f1) in itertools.pairwise(points):
-            if head_dim <= d1:
-                w = math.log2(head_dim / d0) / math.log2(d1 / d0)
-                return f0 + w * (f1 - f0)
-        return points[-1][1]
+        return log2_interpolate(head_dim, points)
 
     def _lookup(self, table: dict[str, float], dtype: str, what: str) -> float:
         value = table.get(dtype, table.get(_FALLBACK.get(dtype, "")))

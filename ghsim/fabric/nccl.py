@@ -19,10 +19,11 @@ trees only (``treeCorrectionFactor``); nccl-tests show rings and NVLS ramping th
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from ghsim.interpolate import log2_interpolate
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 
@@ -139,6 +140,7 @@ def choose(collective: str, ranks: int, nodes: int, intra: str, wire_bytes: floa
         algorithms.append("tree")
         if nvls_busbw is not None and nodes == 1 and ranks > 2:
             algorithms.append("nvls")
+    message = wire_bytes * ranks / (2 * (ranks - 1)) if collective == "all_reduce" else 0.0
     best: tuple[float, Choice] | None = None
     for algorithm in algorithms:
         busbw = ring_busbw
@@ -150,7 +152,6 @@ def choose(collective: str, ranks: int, nodes: int, intra: str, wire_bytes: floa
             factor = _bandwidth_factor(algorithm, protocol, nodes, busbw)
             latency = latency_s(algorithm, protocol, collective, ranks, nodes, intra)
             if collective == "all_reduce":
-                message = wire_bytes * ranks / (2 * (ranks - 1))
                 if algorithm == "tree":
                     factor *= tree_correction(protocol, message)
                 elif (algorithm == "ring" and protocol == "Simple" and nodes > 1
@@ -168,11 +169,4 @@ def size_ramp(wire_bytes: float, ramp: Sequence[Sequence[float]]) -> float:
     """The share of its large-message bus bandwidth a collective moving ``wire_bytes`` per
     rank reaches: ``ramp``'s [MiB, share] pairs interpolated in log2 of the size, flat beyond
     both ends."""
-    mib = wire_bytes / 2**20
-    if mib <= ramp[0][0]:
-        return ramp[0][1]
-    for (low, low_share), (high, high_share) in itertools.pairwise(ramp):
-        if mib <= high:
-            along = math.log2(mib / low) / math.log2(high / low)
-            return low_share + along * (high_share - low_share)
-    return ramp[-1][1]
+    return log2_interpolate(wire_bytes / 2**20, ramp)
