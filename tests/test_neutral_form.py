@@ -144,8 +144,11 @@ def test_each_workload_kind_becomes_its_request_stream() -> None:
     assert inference["latency_targets"] == {"percentile": 99, "ttft_ms": 2000, "tpot_ms": 200}
     assert inference["requests"]["output_tokens"]["mean"] == 291.0
     assert (server["measured"]["ttft_ms"], server["measured"]["tpot_ms"]) == (280, 161)
-    # eight GPUs, no split given: ghsim chooses
-    assert points["mlperf41_dgxh100_llama2_70b_offline"]["choose_tp"] is True
+    # eight GPUs, no split given: ghsim chooses; the minimum query for each GPU, so that
+    # every replica, however many, serves at least one
+    eight = points["mlperf41_dgxh100_llama2_70b_offline"]
+    assert eight["choose_tp"] is True
+    assert eight["scenario"]["inference"]["requests"]["count"] == 8 * 24576
 
 
 @pytest.mark.parametrize(("isl", "osl", "count"), [

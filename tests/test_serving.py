@@ -286,6 +286,24 @@ def test_capacity_effect_of_hbm_size_matches_the_published_ratios() -> None:
     assert h200 / gh200 == pytest.approx(4165.7 / 2082.7, rel=0.15)
 
 
+def test_an_offline_run_s_replicas_serve_in_their_steady_state() -> None:
+    """An MLPerf offline run queues its whole query at once (samples_per_query in its
+    mlperf_log_summary.txt: 971,520 on DGX H100 for Mixtral) and lasts 2400 s or more, so the
+    batch's start and drain are a sliver of it. The shipped point queues that query: its
+    replicas' throughput is what half as many requests give. With the benchmark's minimum
+    query (15,000), each of the 8 replicas served 1,875 requests and ran 22 % slow."""
+    point = _point("mlperf41_dgxh100_mixtral_8x7b_offline")
+    assert point.scenario.inference is not None
+    requests = point.scenario.inference.requests
+    assert requests.count == 971520
+    shipped = simulate_serving(serving_scenario_from_spec(point.scenario, str(POINTS)))
+    inference = point.scenario.inference.model_copy(
+        update={"requests": requests.model_copy(update={"count": requests.count // 2})})
+    half = point.scenario.model_copy(update={"inference": inference})
+    halved = simulate_serving(serving_scenario_from_spec(half, str(POINTS)))
+    assert halved.output_tokens_per_s == pytest.approx(shipped.output_tokens_per_s, rel=0.02)
+
+
 def test_nim_curve_saturates_at_the_kv_capacity() -> None:
     """NIM 1.8, Llama 3.3 70B FP8 TP2 on 2x H100, 5000/500: throughput saturates near 920
     tokens/s from 100 clients while inter-token latency flattens near 93 ms."""
@@ -359,7 +377,7 @@ def test_bad_serving_input_is_one_line_and_exit_2(
 
 def test_inference_points_stay_within_a_regression_bound() -> None:
     """All 34 points of validation/inference.yaml simulate; their throughput MAPE is held at
-    today's figure (12.6 %, the issue's target 15 %: see the README for the misses)."""
+    today's figure (13.0 %, the issue's target 15 %: see the README for the misses)."""
     from ghsim.engine.validation import summarize, validate_inference_file
     from tests.conftest import CORES
 

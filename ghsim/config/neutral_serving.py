@@ -17,8 +17,11 @@ A workload names how the requests came (``workload.kind``):
                         the dataset text gives ("about 291 output tokens per sample"), the input
                         mean and the spreads the converted set assumes for that dataset
                         (:data:`MLPERF`), each request reserving the benchmark's max_new_tokens;
-                        server runs search the highest Poisson rate whose p99 TTFT and TPOT meet
-                        the workload's limits (MLPerf's ``target_latency_percentile`` 99).
+                        offline runs queue the benchmark's minimum query count for each GPU, so
+                        that every replica, however the GPUs are split, serves a full query in
+                        its steady state as the submissions' 2400 s runs do; server runs search
+                        the highest Poisson rate whose p99 TTFT and TPOT meet the workload's
+                        limits (MLPerf's ``target_latency_percentile`` 99).
 
 What a submission tuned (its engine's batch size and token budget) the form does not give:
 TensorRT-LLM's builder defaults stand for it, and the point's notes say so. A workload kind or
@@ -98,7 +101,8 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
     elif kind == "fixed_length_concurrency":
         _clients(workload, inference, readings)
     elif kind in ("mlperf_offline", "mlperf_server"):
-        _mlperf(str(model), workload, kind == "mlperf_server", inference, readings)
+        _mlperf(str(model), workload, kind == "mlperf_server", inference, readings,
+                point.get("num_gpus", 1))
     else:
         inference["workload"] = workload  # left for the schema to name
     gpus = point.get("num_gpus", 1)
@@ -197,7 +201,7 @@ def _clients(workload: dict[str, Any], inference: dict[str, Any],
 
 
 def _mlperf(model: str, workload: dict[str, Any], server: bool, inference: dict[str, Any],
-            readings: list[str]) -> None:
+            readings: list[str], gpus: Any = 1) -> None:
     rules = MLPERF.get(model)
     if rules is None:
         inference["workload"] = workload  # no dataset known for it: the schema names the key
@@ -208,10 +212,15 @@ def _mlperf(model: str, workload: dict[str, Any], server: bool, inference: dict[
         inference["workload"] = workload
         return
     output = {"distribution": "lognormal", "mean": mean, **rules["output"]}
-    requests: dict[str, Any] = {"count": rules["count"], "input_tokens": dict(rules["input"]),
+    per_gpu = gpus if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0 else 1
+    requests: dict[str, Any] = {"count": rules["count"] * per_gpu,
+                                "input_tokens": dict(rules["input"]),
                                 "output_tokens": output, "max_output_tokens": rules["max_output"]}
     readings.append(f"MLPerf's {model} dataset: output mean {mean:g} (the dataset text), input "
                     f"mean {rules['input']['mean']} (assumed, as the converted set)")
+    if not server and per_gpu > 1:
+        readings.append(f"{rules['count']:,} requests (the minimum query count) for each of "
+                        f"the {per_gpu} GPUs")
     if server:
         requests.update(count=_SERVER_REQUESTS, arrival="poisson", rate_per_s=1.0,
                         min_duration_s=_SERVER_MIN_S)
