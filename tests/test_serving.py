@@ -377,14 +377,16 @@ def test_bad_serving_input_is_one_line_and_exit_2(
 
 def test_inference_points_stay_within_a_regression_bound() -> None:
     """All 34 points of validation/inference.yaml simulate; their throughput MAPE is held at
-    today's figure (13.0 %, the issue's target 15 %: see the README for the misses)."""
+    today's figure (15.0 %, the issue's target 15 %: see the README for the misses; it was
+    11.7 % while two errors cancelled ghsim's overprediction of TensorRT-LLM's large batches:
+    too few MLPerf offline requests and KV blocks reserved to the output limit)."""
     from ghsim.engine.validation import summarize, validate_inference_file
     from tests.conftest import CORES
 
     outcomes = validate_inference_file(POINTS, workers=CORES)
     summary = summarize(outcomes)
     assert summary["simulated"] == 34 and summary["failed"] == 0
-    assert summary["mape"] <= 0.135, summary
+    assert summary["mape"] <= 0.155, summary
     nim = {o.id.rsplit("_c", 1)[1]: o for o in outcomes if o.id.startswith("nim_")}
     for clients in ("1", "5", "25", "50"):  # before saturation: TTFT and inter-token latency
         o = nim[clients]                      # within 25 % (the issue's judged item)

@@ -17,6 +17,8 @@ A workload names how the requests came (``workload.kind``):
                         the dataset text gives ("about 291 output tokens per sample"), the input
                         mean and the spreads the converted set assumes for that dataset
                         (:data:`MLPERF`), each request reserving the benchmark's max_new_tokens;
+                        the KV cache handed out as sequences grow (``max_utilization``, the
+                        default of NVIDIA's harness) unless beams are searched;
                         offline runs queue the benchmark's minimum query count for each GPU, so
                         that every replica, however the GPUs are split, serves a full query in
                         its steady state as the submissions' 2400 s runs do; server runs search
@@ -234,5 +236,9 @@ def _mlperf(model: str, workload: dict[str, Any], server: bool, inference: dict[
     inference["scheduler"] = {"kv_memory_fraction": rules["kv_fraction"]}
     if rules["beam"] > 1:
         inference["beam_width"] = rules["beam"]
+    else:  # NVIDIA's MLPerf harness (harness_llm/main_llm.cc): trtllm_batch_sched_policy
+        inference["scheduler"]["capacity"] = "max_utilization"  # defaults to max_util
+        readings.append("KV blocks handed out as sequences grow (max_utilization, the MLPerf "
+                        "harness's default)")
     readings.append("engine batch and token limits: TensorRT-LLM's builder defaults (the "
                     "submission's are not in the form)")

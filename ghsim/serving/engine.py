@@ -5,6 +5,9 @@ send the next request when the last one ends), wait in a FIFO queue, and join th
 when the scheduler admits them: TensorRT-LLM's in-flight batching with the GUARANTEED_NO_EVICT
 capacity scheduler admits a request when the batch has room (``max_batch_size``) and KV blocks
 for its whole prompt and output are free (in HBM first, then, with KV offload, in host memory);
+with MAX_UTILIZATION, when blocks for its prompt and first token are free, and a decoding
+request takes a block each time its context outgrows its blocks, the latest arrivals paused
+(their blocks freed, their prompt and output so far prefilled again later) when none is free;
 each iteration then schedules every decoding sequence's token and as many prompt tokens as the
 token budget (``max_num_tokens``) leaves, a prompt whole or, with chunked prefill, in chunks.
 Static batching forms a batch only when the last one has ended and decodes it until its
@@ -57,6 +60,7 @@ class EngineConfig:
     rate_per_s: float | None
     concurrency: int | None
     window: Window | None = None
+    capacity: str = "guaranteed_no_evict"
 
 
 def _floats() -> array[float]:
@@ -98,6 +102,8 @@ class EngineRun:
     end_s: float
     peak_hbm_blocks: int
     peak_host_blocks: int
+    paused: int = 0
+    """Times a request was paused (max_utilization) and prefilled again later."""
 
 
 def request_blocks(request: Request, block_tokens: int, beams: int,
@@ -128,8 +134,15 @@ class ReplicaEngine:
         self.env = simpy.Environment()
         self.waiting: deque[Request] = deque()
         self.prefilling: list[Request] = []
-        self.finishing: list[tuple[int, int, Request]] = []
-        """(iteration of its last token, index, request) of the decoding requests."""
+        self.finishing: list[tuple[int, int, int, Request]] = []
+        """(iteration of its last token, index, epoch, request) of the decoding requests."""
+        self.growing: list[tuple[int, int, int, Request]] = []
+        """max_utilization: (iteration it needs its next KV block, index, epoch, request)."""
+        self.started: list[tuple[int, int, Request]] = []
+        """max_utilization: (-index, epoch, request) of the decoding requests, a heap whose
+        top is the latest to arrive, which the scheduler pauses first (TensorRT-LLM walks its
+        arrival-ordered request list from the end); stale entries are dropped lazily."""
+        self.paused = 0
         self.iteration = 0
         self.decode_requests = 0
         self.decode_seqs = 0
@@ -185,6 +198,13 @@ class ReplicaEngine:
                               self.config.window)
 
     def _reserve(self, request: Request) -> bool:
+        if self.config.capacity == "max_utilization":
+            need = blocks_for(request.prompt_tokens + 1, self.config.block_tokens)
+            if need > self.free_hbm:
+                return False
+            request.blocks, request.host_blocks = need, 0
+            self.free_hbm -= need
+            return True
         need = self._blocks(request)
         if need > self.free_hbm + self.free_host:
             return False
@@ -197,6 +217,48 @@ class ReplicaEngine:
     def _release(self, request: Request) -> None:
         self.free_hbm += request.blocks - request.host_blocks
         self.free_host += request.host_blocks
+
+    def _grow(self) -> None:
+        """max_utilization: a block for every decoding request whose context outgrows its
+        blocks in this iteration, earliest arrival first; when none is free, the latest
+        arrival still decoding is paused (MaxUtilizationScheduler), which may be the one
+        asking."""
+        block = self.config.block_tokens
+        while self.growing and self.growing[0][0] <= self.iteration:
+            _, _, epoch, request = heapq.heappop(self.growing)
+            if epoch != request.epoch or not request.decoding:
+                continue
+            while self.free_hbm < 1 and request.decoding:
+                self._pause(self._latest_started())
+            if request.decoding:
+                self.free_hbm -= 1
+                request.blocks += 1
+                heapq.heappush(self.growing, (self.iteration + block, request.index, epoch,
+                                              request))
+
+    def _latest_started(self) -> Request:
+        while True:
+            _, epoch, request = self.started[0]
+            if request.decoding and epoch == request.epoch:
+                return request
+            heapq.heappop(self.started)
+
+    def _pause(self, request: Request) -> None:
+        """Free a decoding request's blocks and queue it first, to prefill its prompt and the
+        tokens it has produced again (TensorRT-LLM's LlmRequest::pause). It needs at least the
+        blocks it freed, one of which went to the request that asked (or one more, if it asked
+        itself), so it does not join again in the iteration that paused it, and nothing behind
+        it in the queue does either, as in TensorRT-LLM."""
+        produced = self.iteration - request.join_iteration + 1
+        self._leave(request)
+        self._release(request)
+        request.blocks = request.host_blocks = 0
+        request.decoding = False
+        request.generated += produced
+        request.prefilled = 0
+        request.epoch += 1
+        self.waiting.appendleft(request)
+        self.paused += 1
 
     # -- scheduling ----------------------------------------------------------------------------
 
@@ -226,7 +288,7 @@ class ReplicaEngine:
         budget = self.config.max_num_tokens - self.decode_seqs
         chunks: list[tuple[Request, int]] = []
         for request in self.prefilling:
-            left = request.input_tokens - request.prefilled
+            left = request.prompt_tokens - request.prefilled
             if budget <= 0:
                 return chunks, "max_num_tokens"
             if left <= budget:
@@ -247,7 +309,7 @@ class ReplicaEngine:
             tokens += take
             pairs += take * (p + (take + 1) / 2)
             past += p
-            if p + take == request.input_tokens:
+            if p + take == request.prompt_tokens:
                 finishing += self.config.beam_width
         host = self.host_ctx_sum
         window_pairs = 0.0
@@ -266,6 +328,8 @@ class ReplicaEngine:
     def _loop(self) -> Generator[simpy.Event, Any, None]:
         total = len(self.requests)
         while self.done < total:
+            if self.growing:
+                self._grow()
             limit = self._admit()
             chunks, token_limit = self._plan_prefill()
             if not chunks and not self.decode_seqs:
@@ -277,7 +341,7 @@ class ReplicaEngine:
             batch = self._batch(chunks)
             cost = self.model.iteration(batch, self._running())
             seconds = cost.total_s
-            finished = sum(1 for r, take in chunks if r.prefilled + take == r.input_tokens)
+            finished = sum(1 for r, take in chunks if r.prefilled + take == r.prompt_tokens)
             self._record(batch, seconds, self.decode_requests + finished)
             for key, value in cost.parts.items():
                 self.parts[key] += value
@@ -314,25 +378,35 @@ class ReplicaEngine:
                 self.window_growing -= beams
         for request, take in chunks:
             request.prefilled += take
-            if request.prefilled < request.input_tokens:
+            if request.prefilled < request.prompt_tokens:
                 continue
             self.prefilling.remove(request)
-            request.first_token_s = now
-            if request.output_tokens <= 1:
+            if math.isnan(request.first_token_s):
+                request.first_token_s = now
+            if request.remaining_output <= 1:
                 self._finish(request, now)
                 continue
             request.join_iteration = self.iteration
-            request.join_context = request.input_tokens + 1
+            request.join_context = request.prompt_tokens + 1
+            request.decoding = True
             self.decode_requests += 1
             self.decode_seqs += beams
             self.ctx_sum += beams * request.join_context
             self.host_rate += beams * request.host_fraction
             self.host_ctx_sum += beams * request.host_fraction * request.join_context
             self._join_window(request)
-            heapq.heappush(self.finishing, (self.iteration + request.output_tokens - 1,
-                                            request.index, request))
+            heapq.heappush(self.finishing, (self.iteration + request.remaining_output - 1,
+                                            request.index, request.epoch, request))
+            if self.config.capacity == "max_utilization":
+                heapq.heappush(self.started, (-request.index, request.epoch, request))
+                block = self.config.block_tokens
+                heapq.heappush(self.growing, (
+                    self.iteration + request.blocks * block - request.join_context + 1,
+                    request.index, request.epoch, request))
         while self.finishing and self.finishing[0][0] <= self.iteration:
-            _, _, request = heapq.heappop(self.finishing)
+            _, _, epoch, request = heapq.heappop(self.finishing)
+            if epoch != request.epoch:
+                continue  # paused since: it finishes on a later entry
             request.finish_s = now
             if self.config.policy == "static":
                 self.done += 1
@@ -363,6 +437,7 @@ class ReplicaEngine:
 
     def _leave(self, request: Request) -> None:
         """Take a decoding request's sequences out of the sums."""
+        request.decoding = False
         beams = self.config.beam_width
         context = request.join_context + (self.iteration - request.join_iteration)
         self.decode_requests -= 1
@@ -416,5 +491,5 @@ class ReplicaEngine:
             requests=self.requests, iterations=log, parts_s=self.parts,
             limited_s=self.limited, end_s=self.env.now,
             peak_hbm_blocks=max(log.hbm_blocks_used, default=0),
-            peak_host_blocks=max(log.host_blocks_used, default=0),
+            peak_host_blocks=max(log.host_blocks_used, default=0), paused=self.paused,
         )

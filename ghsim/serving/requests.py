@@ -32,10 +32,26 @@ class Request:
     join_context: int = 0
     window_growing: bool = False
     """Sliding-window models: its context is still shorter than the window."""
+    generated: int = 0
+    """Output tokens produced before it was last paused (max_utilization), which its next
+    prefill processes again with the prompt."""
+    epoch: int = 0
+    """Times it was paused: entries of the engine's heaps from an earlier epoch are stale."""
+    decoding: bool = False
 
     @property
     def host_fraction(self) -> float:
         return self.host_blocks / self.blocks if self.blocks else 0.0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Tokens its (next) prefill processes: the prompt and what it had produced."""
+        return self.input_tokens + self.generated
+
+    @property
+    def remaining_output(self) -> int:
+        """Output tokens still to come, the one its next prefill produces included."""
+        return self.output_tokens - self.generated
 
 
 def draw_lengths(length: int | LengthSpec, count: int, rng: np.random.Generator) -> np.ndarray:

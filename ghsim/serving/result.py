@@ -270,6 +270,7 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
             "peak_kv_occupancy": (float(hbm_used.max()) / memory.hbm_blocks
                                   if memory.hbm_blocks and hbm_used.size else 0.0),
             "held_by_s": dict(run.limited_s),
+            "paused": run.paused,
         },
         "breakdown_s": {part: run.parts_s[part] for part in PARTS},
         "busy_s": busy,

@@ -70,6 +70,10 @@ def _check(scenario: ServingScenario, max_num_tokens: int) -> None:
                               f"prompts of up to {longest} tokens exceed max_num_tokens "
                               f"({max_num_tokens}): set inference.scheduler.chunked_prefill "
                               f"true or raise max_num_tokens, as TensorRT-LLM requires")
+    if inference.scheduler.capacity == "max_utilization" and window_of(spec.model) is not None:
+        raise ConfigError(scenario.source, "inference.scheduler.capacity", "max_utilization is "
+                          "modelled for models without attention windows; this one has them: "
+                          "use guaranteed_no_evict")
     if spec.model.moe is None and inference.expert_precision is not None:
         raise ConfigError(scenario.source, "inference.expert_precision", "is for models with "
                           "experts (model.moe); this model has none")
@@ -84,7 +88,8 @@ def _config(scenario: ServingScenario, memory: ServingMemory, rate: float | None
     requests = inference.requests
     replicas = scenario.replicas
     return EngineConfig(
-        policy=inference.scheduler.policy, max_batch_size=limits[0],
+        policy=inference.scheduler.policy, capacity=inference.scheduler.capacity,
+        max_batch_size=limits[0],
         max_num_tokens=limits[1], chunked_prefill=inference.scheduler.chunked_prefill,
         block_tokens=memory.block_tokens, hbm_blocks=memory.hbm_blocks,
         host_blocks=memory.host_blocks if inference.kv_offload.policy != "none" else 0,

@@ -123,6 +123,18 @@ class SchedulerSpec(Spec):
         "every iteration (TensorRT-LLM in-flight batching, vLLM continuous batching); static: "
         "a batch is formed, prefilled, and decoded until its last request ends.",
     )
+    capacity: Literal["guaranteed_no_evict", "max_utilization"] = Field(
+        default="guaranteed_no_evict", description="How KV blocks are handed out "
+        "(TensorRT-LLM CapacitySchedulerPolicy, cpp/tensorrt_llm/batch_manager/"
+        "capacityScheduler.cpp). guaranteed_no_evict (the executor's default): a request "
+        "joins only when blocks for its whole prompt and output limit are free, and is never "
+        "paused. max_utilization (MaxUtilizationScheduler; the default of NVIDIA's MLPerf "
+        "Inference harness, harness_llm/main_llm.cc trtllm_batch_sched_policy max_util): a "
+        "request joins when blocks for its prompt and first token are free and takes a block "
+        "each time its context fills one; when none is free the most recently started "
+        "request is paused, its blocks freed, and it later prefills its prompt and the tokens "
+        "it had produced again (LlmRequest::pause). Modelled for in-flight batching of one "
+        "beam, without KV offload or attention windows.")
     max_batch_size: PositiveInt | None = Field(
         default=None, description="Requests in the running batch at most. Default: "
         "TensorRT-LLM's builder default 2048, or with tuning trtllm_bench the value that "
@@ -243,6 +255,17 @@ class InferenceSpec(Spec):
         if self.find_max_rate and (self.latency_targets.ttft_ms is None
                                    and self.latency_targets.tpot_ms is None):
             raise ValueError("find_max_rate needs latency_targets (ttft_ms or tpot_ms)")
+        if self.scheduler.capacity == "max_utilization":
+            if self.scheduler.policy != "inflight":
+                raise ValueError("scheduler.capacity max_utilization needs scheduler.policy "
+                                 "'inflight'")
+            if self.beam_width != 1:
+                raise ValueError("scheduler.capacity max_utilization is modelled for one "
+                                 "beam (TensorRT-LLM pauses by recomputing, which beam "
+                                 "search does not support): set beam_width 1")
+            if self.kv_offload.policy != "none":
+                raise ValueError("scheduler.capacity max_utilization is modelled without KV "
+                                 "offload: set kv_offload.policy 'none'")
         return self
 
     @property
