@@ -50,7 +50,9 @@ def render_serving(result: dict[str, Any], name: str, console: Console) -> None:
         batch = result["batch"]
         console.print(f"batch: {batch['mean_running']:.1f} requests on average (at most "
                       f"{batch['max_running']}), KV cache {batch['mean_kv_occupancy']:.0%} "
-                      f"full on average; {batch['iterations']:,} iterations")
+                      f"full on average; {batch['iterations']:,} iterations"
+                      + (f"; {batch['paused']:,} pauses (KV blocks ran out: the paused "
+                         f"requests prefilled again)" if batch.get("paused") else ""))
         busy = result["busy_s"] or 1.0
         parts = ", ".join(f"{k} {v / busy:.0%}" for k, v in result["breakdown_s"].items()
                           if v / busy >= 0.005)
