@@ -12,22 +12,9 @@ import pytest
 import yaml
 
 from ghsim.cli import main
-from ghsim.serving.costs import Batch, IterationCost
 from ghsim.serving.engine import EngineConfig, EngineRun, ReplicaEngine
 from ghsim.serving.requests import Request
-
-
-class OneMillisecond:
-    """Stands in for the iteration cost model: every iteration 1 ms, the batches kept."""
-
-    def __init__(self) -> None:
-        self.batches: list[Batch] = []
-
-    def iteration(self, batch: Batch, running: int) -> IterationCost:
-        self.batches.append(batch)
-        cost = IterationCost()
-        cost.add("gemm", 1e-3)
-        return cost
+from tests.serving_stub import OneMillisecond
 
 
 def _run(capacity: str, blocks: int, requests: list[Request],

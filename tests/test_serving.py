@@ -556,21 +556,9 @@ def test_windowed_layers_keep_and_read_at_most_the_window() -> None:
     assert request_blocks(request, 64, 1, window) == 33
     assert request_blocks(request, 64, 1, None) == 64
 
-    class Recorder:
-        """Stands in for the iteration cost model: 1 ms an iteration, the batches kept."""
+    from tests.serving_stub import OneMillisecond
 
-        def __init__(self) -> None:
-            self.batches: list[Batch] = []
-
-        def iteration(self, batch: Batch, running: int) -> Any:
-            from ghsim.serving.costs import IterationCost
-
-            self.batches.append(batch)
-            cost = IterationCost()
-            cost.add("gemm", 1e-3)
-            return cost
-
-    recorder = Recorder()
+    recorder = OneMillisecond()
     config = EngineConfig(policy="inflight", max_batch_size=8, max_num_tokens=8192,
                           chunked_prefill=False, block_tokens=64, hbm_blocks=1000,
                           host_blocks=0, beam_width=1, arrival="offline", rate_per_s=None,
