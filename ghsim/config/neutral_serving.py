@@ -16,9 +16,10 @@ A workload names how the requests came (``workload.kind``):
 ``mlperf_offline`` / ``mlperf_server``  MLPerf Inference's dataset for the model: the output mean
                         the dataset text gives ("about 291 output tokens per sample"), the input
                         mean and the spreads the converted set assumes for that dataset
-                        (:data:`MLPERF`), each request reserving the benchmark's max_new_tokens;
-                        the KV cache handed out as sequences grow (``max_utilization``, the
-                        default of NVIDIA's harness) unless beams are searched;
+                        (:data:`MLPERF`), the benchmark's max_new_tokens each request's limit;
+                        KV blocks handed out as sequences grow (``max_utilization``, the
+                        default of NVIDIA's harness), or, where beams are searched, reserved
+                        to the limit at admission;
                         offline runs queue the benchmark's minimum query count for each GPU, so
                         that every replica, however the GPUs are split, serves a full query in
                         its steady state as the submissions' 2400 s runs do; server runs search

@@ -38,6 +38,7 @@ class Request:
     epoch: int = 0
     """Times it was paused: entries of the engine's heaps from an earlier epoch are stale."""
     decoding: bool = False
+    """In the decoding batch now (neither waiting, prefilling, paused nor finished)."""
 
     @property
     def host_fraction(self) -> float:

@@ -131,9 +131,9 @@ class SchedulerSpec(Spec):
         "paused. max_utilization (MaxUtilizationScheduler; the default of NVIDIA's MLPerf "
         "Inference harness, harness_llm/main_llm.cc trtllm_batch_sched_policy max_util): a "
         "request joins when blocks for its prompt and first token are free and takes a block "
-        "each time its context fills one; when none is free the most recently started "
-        "request is paused, its blocks freed, and it later prefills its prompt and the tokens "
-        "it had produced again (LlmRequest::pause). Modelled for in-flight batching of one "
+        "each time its context outgrows its blocks; when none is free the latest arrival "
+        "still decoding is paused, its blocks freed, and it later prefills its prompt and the "
+        "tokens it had produced again (LlmRequest::pause). Modelled for in-flight batching of one "
         "beam, without KV offload or attention windows.")
     max_batch_size: PositiveInt | None = Field(
         default=None, description="Requests in the running batch at most. Default: "
