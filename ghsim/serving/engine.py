@@ -398,6 +398,10 @@ class ReplicaEngine:
             heapq.heappush(self.finishing, (self.iteration + request.remaining_output - 1,
                                             request.index, request.epoch, request))
             if self.config.capacity == "max_utilization":
+                if len(self.started) > 2 * self.decode_requests + 64:  # finished ones: drop
+                    self.started = [e for e in self.started
+                                    if e[2].decoding and e[1] == e[2].epoch]
+                    heapq.heapify(self.started)
                 heapq.heappush(self.started, (-request.index, request.epoch, request))
                 block = self.config.block_tokens
                 heapq.heappush(self.growing, (
