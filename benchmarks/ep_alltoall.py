@@ -32,7 +32,6 @@ sys.path.insert(0, str(ROOT))
 from ghsim.config import load_scenario  # noqa: E402
 from ghsim.engine.private import inline_plan  # noqa: E402
 from ghsim.engine.simulate import scenario_workload  # noqa: E402
-from ghsim.fabric.sharing import makespan_s  # noqa: E402
 from ghsim.fabric.traffic import traffic_planner  # noqa: E402
 from ghsim.workload.ir import Comm  # noqa: E402
 
@@ -72,8 +71,8 @@ def scenario_file(directory: Path, ep: int, dispatcher: str, grouped: bool = Tru
 
 def alone_s(path: Path) -> dict[str, float]:
     """Seconds of the first MoE layer's forward ``moe.dispatch`` and ``moe.combine`` on an
-    idle system: the collective's latency, then its flows sharing the links (``makespan_s``,
-    as serving costs its collectives)."""
+    idle system: the collective's latency, then its flows sharing the links
+    (``TrafficPlanner.alone_s``, as serving costs its collectives)."""
     scenario = load_scenario(path)
     rank_class = scenario_workload(scenario).classes[0]
     planner = traffic_planner(scenario.spec.system, scenario.layout)
@@ -82,8 +81,7 @@ def alone_s(path: Path) -> dict[str, float]:
         for step in op.body if op.kind == "compute" else ():
             if isinstance(step, Comm) and step.name in ("moe.dispatch", "moe.combine"):
                 wire, plan = inline_plan(planner, rank_class, step)
-                times.setdefault(step.name, plan.latency_s
-                                 + makespan_s(plan.flows(wire), planner.capacity))
+                times.setdefault(step.name, planner.alone_s(plan, wire))
         if len(times) == 2:
             return times
     raise LookupError(f"{path.name}: no MoE dispatch and combine in the lowered step")

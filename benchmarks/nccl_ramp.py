@@ -38,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ghsim.config.api import load_scenario  # noqa: E402
-from ghsim.fabric.sharing import makespan_s  # noqa: E402
 from ghsim.fabric.traffic import traffic_planner  # noqa: E402
 from ghsim.workload.lower import lower  # noqa: E402
 from ghsim.workload.summary import wire_bytes  # noqa: E402
@@ -106,8 +105,7 @@ def all_reduce(system: str, mib: float, ramp: bool = True, gpus: int = GPUS,
     members = rank_class.groups[group]
     wire = wire_bytes("all_reduce", mib * MIB, members.size)
     plan = planner.collective(rank_class, members, "all_reduce", wire)
-    return (plan.latency_s + makespan_s(plan.flows(wire), planner.capacity), plan.latency_s,
-            plan.algorithm, plan.protocol)
+    return planner.alone_s(plan, wire), plan.latency_s, plan.algorithm, plan.protocol
 
 
 def rows(system: str) -> list[tuple[int, float, float, float]]:

@@ -18,7 +18,6 @@ from ghsim.config import load_scenario
 from ghsim.engine.simulate import simulate
 from ghsim.errors import InputError
 from ghsim.fabric.nccl import size_ramp
-from ghsim.fabric.sharing import makespan_s
 from ghsim.fabric.traffic import traffic_planner
 from ghsim.workload.lower import lower
 from ghsim.workload.summary import wire_bytes
@@ -78,7 +77,7 @@ def _all_reduce_s(planner, rank_class, group: str, mib: float,  # type: ignore[n
     g = rank_class.groups[group]
     wire = wire_bytes("all_reduce", mib * MIB, g.size)
     plan = planner.collective(rank_class, g, "all_reduce", wire, nccl_pipeline=nccl_pipeline)
-    return plan.latency_s + makespan_s(plan.flows(wire), planner.capacity)
+    return planner.alone_s(plan, wire)
 
 
 def test_a_lower_measured_share_slows_the_bandwidth_term_by_its_ratio() -> None:

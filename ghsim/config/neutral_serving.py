@@ -99,16 +99,15 @@ def inference_point(point: dict[str, Any]) -> dict[str, Any]:
     software = str(point.get("software", ""))
     model = _model_name(point.get("model"), readings)
     kind = workload.get("kind")
+    gpus = point.get("num_gpus", 1)
     if kind == "fixed_length":
         _fixed(workload, software, inference, readings)
     elif kind == "fixed_length_concurrency":
         _clients(workload, inference, readings)
     elif kind in ("mlperf_offline", "mlperf_server"):
-        _mlperf(str(model), workload, kind == "mlperf_server", inference, readings,
-                point.get("num_gpus", 1))
+        _mlperf(str(model), workload, kind == "mlperf_server", inference, readings, gpus)
     else:
         inference["workload"] = workload  # left for the schema to name
-    gpus = point.get("num_gpus", 1)
     scenario = {"name": str(point.get("id", "point")),
                 "system": _system(point.get("system"), point.get("system_description"),
                                   readings),

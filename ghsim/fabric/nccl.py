@@ -124,7 +124,7 @@ rank (the condition only spares messages too small for a Simple ring to be picke
 
 def tree_correction(protocol: str, message_bytes: float) -> float:
     """NCCL's correction of a tree all-reduce's bandwidth for a message of ``message_bytes``."""
-    log_size = int(math.log2(max(1.0, message_bytes / 64))) if message_bytes >= 64 else -1
+    log_size = int(math.log2(message_bytes / 64)) if message_bytes >= 64 else -1
     table = TREE_CORRECTION[protocol]
     return table[log_size] if 0 <= log_size < len(table) else 1.0
 

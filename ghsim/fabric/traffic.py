@@ -160,9 +160,9 @@ class TrafficPlanner:
         self._plans: dict[tuple[object, ...], Plan] = {}
         self._choices: dict[tuple[object, ...], Plan] = {}
         self._ring_twins: dict[int, Plan] = {}
+        """The ring layout beside each NVLS layout (NCCL picks between them by size)."""
         self._tree_twins: dict[int, Plan] = {}
         """The tree layout beside each all-reduce ring that crosses domains."""
-        """The ring layout beside each NVLS layout (NCCL picks between them by size)."""
         self._routes: dict[tuple[int, str], list[Hop]] = {}
         self._sharers: dict[str, int] = {}
         gpn = graph.gpus_per_node
@@ -352,6 +352,11 @@ class TrafficPlanner:
                 plan = _slowed(plan, nccl.size_ramp(wire_bytes, ramp))
             self._choices[chosen] = plan
         return self._choices[chosen]
+
+    def alone_s(self, plan: Plan, wire_bytes: float) -> float:
+        """Seconds a collective of ``wire_bytes`` per member takes alone on idle links: its
+        latency, then its flows sharing the links."""
+        return plan.latency_s + makespan_s(plan.flows(wire_bytes), self.capacity)
 
     def _busbw(self, plan: Plan) -> float:
         """Bus bandwidth the plan's flows get alone on idle links."""

@@ -35,7 +35,6 @@ from ghsim.config.schema.hardware import HostLinkUse
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.costmodel.gpu import GpuCostModel, gpu_cost_model, step_clock_ghz
 from ghsim.errors import ConfigError
-from ghsim.fabric.sharing import makespan_s
 from ghsim.fabric.traffic import TrafficPlanner, traffic_planner
 from ghsim.serving.memory import (
     DTYPE_BYTES,
@@ -258,8 +257,7 @@ class IterationModel:
             group = self.rank_class.groups["tp"]
             wire = wire_bytes("all_reduce", message_bytes, group.size)
             plan = self.planner.collective(self.rank_class, group, "all_reduce", wire)
-            self._allreduce_memo[message_bytes] = plan.latency_s + makespan_s(
-                plan.flows(wire), self.planner.capacity)
+            self._allreduce_memo[message_bytes] = self.planner.alone_s(plan, wire)
         return self._allreduce_memo[message_bytes]
 
     # -- the parts that depend on M only -------------------------------------------------------

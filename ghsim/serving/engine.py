@@ -236,6 +236,16 @@ class ReplicaEngine:
                 heapq.heappush(self.growing, (self.iteration + block, request.index, epoch,
                                               request))
 
+    def _track(self, request: Request) -> None:
+        """max_utilization: a request that starts decoding, among those the scheduler may
+        pause, and due a block in the first iteration its context outgrows its blocks."""
+        if len(self.started) > 2 * self.decode_requests + 64:  # mostly finished ones: drop
+            self.started = [e for e in self.started if e[2].decoding and e[1] == e[2].epoch]
+            heapq.heapify(self.started)
+        heapq.heappush(self.started, (-request.index, request.epoch, request))
+        due = self.iteration + request.blocks * self.config.block_tokens - request.join_context + 1
+        heapq.heappush(self.growing, (due, request.index, request.epoch, request))
+
     def _latest_started(self) -> Request:
         while True:
             _, epoch, request = self.started[0]
@@ -253,7 +263,6 @@ class ReplicaEngine:
         self._leave(request)
         self._release(request)
         request.blocks = request.host_blocks = 0
-        request.decoding = False
         request.generated += produced
         request.prefilled = 0
         request.epoch += 1
@@ -398,15 +407,7 @@ class ReplicaEngine:
             heapq.heappush(self.finishing, (self.iteration + request.remaining_output - 1,
                                             request.index, request.epoch, request))
             if self.config.capacity == "max_utilization":
-                if len(self.started) > 2 * self.decode_requests + 64:  # finished ones: drop
-                    self.started = [e for e in self.started
-                                    if e[2].decoding and e[1] == e[2].epoch]
-                    heapq.heapify(self.started)
-                heapq.heappush(self.started, (-request.index, request.epoch, request))
-                block = self.config.block_tokens
-                heapq.heappush(self.growing, (
-                    self.iteration + request.blocks * block - request.join_context + 1,
-                    request.index, request.epoch, request))
+                self._track(request)
         while self.finishing and self.finishing[0][0] <= self.iteration:
             _, _, epoch, request = heapq.heappop(self.finishing)
             if epoch != request.epoch:
