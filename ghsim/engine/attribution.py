@@ -35,7 +35,7 @@ data-parallel synchronization to dp."""
 
 def critical_class(timeline: Timeline) -> ClassTimeline:
     """The rank class whose last op ends last (the first stage, on ties)."""
-    return max(timeline.classes, key=lambda c: (max(s.end for s in c.spans), -c.rank_class.stage))
+    return max(timeline.classes, key=lambda c: (c.end_s, -c.rank_class.stage))
 
 
 def _category(cls: ClassTimeline, op_id: int) -> str:

@@ -12,6 +12,7 @@ lazily, so the cost of an event does not grow with the size of the system.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -44,33 +45,103 @@ class _Flow:
         return self.left_bytes - self.rate * (now - self.since)
 
 
+@dataclass(frozen=True, slots=True)
+class _Booked:
+    """A link's share of flows booked alone (:class:`AloneBooking`): when each booking
+    started (the booking's own array, shared), and what each puts on the link."""
+
+    starts: array[float]
+    nbytes: float
+    """Bytes on the link (every copy counted)."""
+    level: float
+    """Utilization while the flow runs."""
+    seconds: float
+
+
 @dataclass
 class LinkUsage:
     """What one link carried: bytes (every copy counted), seconds during which it carried
-    anything, the integral of its utilization, and which kinds of traffic used it."""
+    anything, the integral of its utilization, and which kinds of traffic used it.
+
+    Flows on the network are booked as they run (:meth:`settle`); flows booked alone
+    (:meth:`FlowNetwork.book_alone`) only note when they started, and the totals add them up
+    when read: a trillion-parameter pipeline books a million of them."""
 
     kind: str
     capacity_bytes_per_s: float
-    bytes: float = 0.0
-    busy_s: float = 0.0
-    load_s: float = 0.0
-    """Integral over time of (capacity in use / capacity)."""
     traffic: set[str] = field(default_factory=set)
-    samples: list[tuple[float, float]] = field(default_factory=list)
-    """(time, utilization from then on), for a counter track."""
+    flowed_bytes: float = 0.0
+    """Bytes of the flows that ran on the network (:attr:`bytes` adds those booked alone)."""
+    flowed_busy_s: float = 0.0
+    flowed_load_s: float = 0.0
+    _booked: list[_Booked] = field(default_factory=list)
+    _changes: array[float] = field(default_factory=lambda: array("d"))
+    """The flows' :attr:`samples`, flat, time then level (as tuples, a long step's would cost
+    the garbage collector's passes and far more memory)."""
     _since: float = 0.0
     _level: float = 0.0
+
+    @property
+    def bytes(self) -> float:
+        return self.flowed_bytes + sum(len(b.starts) * b.nbytes for b in self._booked)
+
+    @property
+    def busy_s(self) -> float:
+        return self.flowed_busy_s + sum(len(b.starts) * b.seconds for b in self._booked
+                                        if b.level > 0)
+
+    @property
+    def load_s(self) -> float:
+        """Integral over time of (capacity in use / capacity)."""
+        return self.flowed_load_s + sum(len(b.starts) * b.seconds * b.level
+                                        for b in self._booked)
+
+    @property
+    def samples(self) -> list[tuple[float, float]]:
+        """(time, utilization from then on), for a counter track."""
+        changes = self._changes
+        flowed = list(zip(changes[::2], changes[1::2], strict=True))
+        if not self._booked:
+            return flowed
+        # one flow booked alone at a time: each rises at its start and falls at its end, a
+        # fall sorted before a rise at the same instant
+        edges = sorted((time, rise, level) for b in self._booked if b.level != 0
+                       for start in b.starts
+                       for time, rise, level in ((start, 1, b.level),
+                                                 (start + b.seconds, 0, 0.0)))
+        alone = [(time, level) for time, _, level in edges]
+        return sorted(flowed + alone, key=lambda sample: sample[0]) if flowed else alone
+
+    def hold(self, booked: _Booked) -> None:
+        """Take a share of flows booked alone: what each of its bookings puts here."""
+        self._booked.append(booked)
 
     def settle(self, now: float, level: float) -> None:
         """Book the time since the last change at the old level, then switch to ``level``."""
         elapsed = now - self._since
         if elapsed > 0 and self._level > 0:
-            self.busy_s += elapsed
-            self.load_s += elapsed * self._level
+            self.flowed_busy_s += elapsed
+            self.flowed_load_s += elapsed * self._level
         self._since = now
         if level != self._level:
             self._level = level
-            self.samples.append((now, level))
+            self._changes.append(now)
+            self._changes.append(level)
+
+
+@dataclass(frozen=True, slots=True)
+class AloneBooking:
+    """Flows booked alone (:meth:`FlowNetwork.book_alone`), worked out once: the owner and
+    traffic kind, when each booking started, per flow its seconds and bytes, and the seconds
+    until the last ends; each link crossed holds its share (:class:`_Booked`)."""
+
+    flows: list[tuple[Path, float]]
+    """Kept so that the list's identity, the cache key, stays its own."""
+    owner: str
+    traffic: str
+    starts: array[float]
+    ends: tuple[tuple[float, float], ...]
+    longest: float
 
 
 @dataclass
@@ -83,8 +154,9 @@ class FlowNetwork:
     kinds: dict[str, str]
     flows: dict[int, _Flow] = field(default_factory=dict)
     usage: dict[str, LinkUsage] = field(default_factory=dict)
-    transfers: list[tuple[str, str, float, float, float]] = field(default_factory=list)
-    """Every finished flow: its owner (rank class), traffic kind, start, end, bytes."""
+    flowed: list[tuple[str, str, float, float, float]] = field(default_factory=list)
+    """Every finished flow that ran on the network: its owner (rank class), traffic kind,
+    start, end, bytes (:attr:`transfers` adds those booked alone)."""
     _on_link: dict[str, set[int]] = field(default_factory=dict)
     _used: dict[str, float] = field(default_factory=dict)
     """Bytes per second in use on each link (every copy counted)."""
@@ -95,6 +167,22 @@ class FlowNetwork:
         default_factory=dict)
     """Per path booked alone (by id; the path is kept so the id stays its own): its
     standalone rate and, per link, the books, copies and utilization (:meth:`_alone_books`)."""
+    _bookings: dict[tuple[int, str, str], AloneBooking] = field(default_factory=dict)
+    """Per list of flows booked alone (by id), owner and traffic kind: :meth:`alone_booking`."""
+
+    @property
+    def transfers(self) -> list[tuple[str, str, float, float, float]]:
+        """Every finished flow, as :attr:`flowed`, those booked alone included."""
+        return self.flowed + self._alone_transfers(None)
+
+    def transfers_of(self, traffic: str) -> list[tuple[str, str, float, float, float]]:
+        """:attr:`transfers` of one kind of traffic."""
+        return [t for t in self.flowed if t[1] == traffic] + self._alone_transfers(traffic)
+
+    def _alone_transfers(self, traffic: str | None) -> list[tuple[str, str, float, float, float]]:
+        return [(b.owner, b.traffic, start, start + seconds, nbytes)
+                for b in self._bookings.values() if traffic in (None, b.traffic)
+                for start in b.starts for seconds, nbytes in b.ends]
 
     def _usage(self, link: str) -> LinkUsage:
         if link not in self.usage:
@@ -167,7 +255,7 @@ class FlowNetwork:
         self._set_rate(flow, 0.0)
         for link in flow.path.links:
             self._on_link[link].discard(key)
-        self.transfers.append((flow.owner, flow.traffic, flow.start, now, flow.nbytes))
+        self.flowed.append((flow.owner, flow.traffic, flow.start, now, flow.nbytes))
         flow.done.succeed()
         neighbours = [i for link in flow.path.links for i in self._on_link[link]]
         self._rebalance(neighbours, set(flow.path.links))
@@ -177,7 +265,7 @@ class FlowNetwork:
         done = self.env.event()
         for link, copies in zip(path.links, path.copies, strict=True):
             usage = self._usage(link)
-            usage.bytes += nbytes * copies
+            usage.flowed_bytes += nbytes * copies
             usage.traffic.add(traffic)
         if nbytes <= 0:
             done.succeed()
@@ -200,19 +288,35 @@ class FlowNetwork:
         while they run and that cross no link in common (the caller guarantees both,
         ``ghsim.engine.private``); returns the seconds until the last ends. Each runs at its
         standalone rate, as :meth:`transfer` would run it, with the same books."""
-        longest = 0.0
-        for path, nbytes in flows:
-            rate, books = self._alone_books(path)
-            for usage, copies, level in books:
-                usage.bytes += nbytes * copies
-                usage.traffic.add(traffic)
+        return self.book(self.alone_booking(flows, owner, traffic), start)
+
+    def alone_booking(self, flows: list[tuple[Path, float]], owner: str, traffic: str
+                      ) -> AloneBooking:
+        """Booking ``flows`` alone, worked out once (cached by the list's identity, which it
+        keeps: a collective's flows repeat every micro-batch); each link crossed gets its
+        share."""
+        key = (id(flows), owner, traffic)
+        if key not in self._bookings:
+            starts: array[float] = array("d")
+            ends: list[tuple[float, float]] = []
+            for path, nbytes in flows:
+                rate, books = self._alone_books(path)
+                for usage, copies, level in books:
+                    usage.traffic.add(traffic)
+                    if nbytes > 0:
+                        usage.hold(_Booked(starts, nbytes * copies, level, nbytes / rate))
                 if nbytes > 0:
-                    usage.settle(start, level)
-                    usage.settle(start + nbytes / rate, 0.0)
-            if nbytes > 0:
-                self.transfers.append((owner, traffic, start, start + nbytes / rate, nbytes))
-                longest = max(longest, nbytes / rate)
-        return longest
+                    ends.append((nbytes / rate, nbytes))
+            longest = max((seconds for seconds, _ in ends), default=0.0)
+            self._bookings[key] = AloneBooking(flows, owner, traffic, starts, tuple(ends),
+                                               longest)
+        return self._bookings[key]
+
+    @staticmethod
+    def book(booking: AloneBooking, start: float) -> float:
+        """:meth:`book_alone` of a worked-out booking: its links add it up when read."""
+        booking.starts.append(start)
+        return booking.longest
 
     def _alone_books(self, path: Path) -> tuple[float, list[tuple[LinkUsage, float, float]]]:
         """A path's standalone rate and, per link, its books, the flow's copies and the

@@ -67,7 +67,7 @@ def host_usage(timeline: Timeline, step_s: float, link: str) -> dict[str, Any]:
         view[f"{direction}_bytes"] = sum(network.usage[n].bytes for n in names) if network else 0.0
         view[f"{direction}_utilization"] = max(
             (network.utilization(n, step_s) for n in names), default=0.0) if network else 0.0
-    cpu = [(start, end) for owner, traffic, start, end, _ in (network.transfers if network else [])
-           if owner == cls.rank_class.name and traffic == "cpu"]
+    cpu = [(start, end) for owner, _, start, end, _ in
+           (network.transfers_of("cpu") if network else []) if owner == cls.rank_class.name]
     view["cpu_utilization"] = _union_s(cpu) / step_s if step_s > 0 else 0.0
     return view

@@ -251,7 +251,7 @@ def _replay_warnings(workload: Workload, timeline: Timeline) -> list[str]:
     if "replay" not in workload.attrs:
         return []
     measured = workload.attrs["measured_s"]
-    replayed = [max(s.end for s in c.spans) for c in timeline.classes]
+    replayed = [c.end_s for c in timeline.classes]
     if not all(measured):
         notes = [f"replay {workload.attrs['replay']}: {len(measured)} ranks; the trace records "
                  f"no durations, replayed {max(replayed) * 1e3:.1f} ms"]

@@ -20,7 +20,7 @@ import simpy
 from ghsim.costmodel.gpu import GpuCostModel
 from ghsim.costmodel.host import HostCostModel
 from ghsim.engine.body import Segment, overlapped_s, segments
-from ghsim.engine.fluid import FlowNetwork
+from ghsim.engine.fluid import AloneBooking, FlowNetwork
 from ghsim.engine.overlap import CommActivity
 from ghsim.engine.private import Pair, inline_plan, private_pairs
 from ghsim.fabric.sharing import Path
@@ -56,6 +56,12 @@ class ClassTimeline:
     comm_spans: list[tuple[str, float, float]] = field(default_factory=list)
     """Tensor- and context-parallel collectives inside compute ops: (group, start, end)."""
 
+    @property
+    def end_s(self) -> float:
+        """When its last op ended: the last span's end (spans are kept as ops end, and the
+        clock never runs back)."""
+        return self.spans[-1].end if self.spans else 0.0
+
 
 @dataclass
 class Timeline:
@@ -67,7 +73,7 @@ class Timeline:
 
     @property
     def step_time_s(self) -> float:
-        return max((s.end for c in self.classes for s in c.spans), default=0.0)
+        return max((c.end_s for c in self.classes), default=0.0)
 
 
 EVENTS_PER_OP = 200
@@ -100,6 +106,20 @@ class _Issue:
     issue_s: float
     kernel_s: float
     """GPU seconds of the part's kernels."""
+
+
+@dataclass(frozen=True, slots=True)
+class _AloneBody:
+    """A compute op's segments whose inline collectives are all booked alone, worked out once:
+    the op is then one wait of ``total_s`` (what :meth:`Simulator._segments` adds up in
+    ``ahead``), and each collective books its flows at a fixed offset into it."""
+
+    segments: tuple[Segment, ...]
+    """Kept so that the tuple's identity, the cache key, stays its own."""
+    total_s: float
+    comms: tuple[tuple[float, float, str, float, float, AloneBooking], ...]
+    """Per collective: the wait before its segment (``ahead``), its segment's kernels, its
+    group, its latency, its seconds (latency and flows) and its flows' booking."""
 
 
 def _syncs(step: Step) -> int:
@@ -188,6 +208,7 @@ class Simulator:
         self._bodies: dict[tuple[int, str], tuple[dict[str, float], tuple[Segment, ...]]] = {}
         self._issues: dict[tuple[int, bool], tuple[_Issue, ...]] = {}
         self._plans: dict[tuple[str, Comm, bool], tuple[float, Plan, list[tuple[Path, float]]]] = {}
+        self._alone: dict[tuple[int, str], _AloneBody | None] = {}
         self.issue = issue or KernelIssue()
         self.host_clock: dict[str, float] = {}
         """Per rank class: when its framework thread has issued every compute op so far."""
@@ -258,6 +279,36 @@ class Simulator:
             parts["cpu"] = parts.get("cpu", 0.0) + wait
             yield self.env.timeout(wait)
 
+    def _alone_body(self, body: tuple[Segment, ...], rank_class: RankClass
+                    ) -> _AloneBody | None:
+        """``body`` worked out once when every inline collective in it is booked alone
+        (``self.private``) and the host issues it whole; else None (cached per body)."""
+        key = (id(body), rank_class.name)
+        if key in self._alone:
+            cached = self._alone[key]
+            if cached is None or cached.segments is body:
+                return cached
+        worked = self._alone[key] = self._work_out_alone(body, rank_class)
+        return worked
+
+    def _work_out_alone(self, body: tuple[Segment, ...], rank_class: RankClass
+                        ) -> _AloneBody | None:
+        comms: list[tuple[float, float, str, float, float, AloneBooking]] = []
+        ahead = 0.0
+        for segment in body:
+            step = segment.comm
+            if step is None:
+                ahead += segment.kernel_s
+                continue
+            if (rank_class.name, step.group) not in self.private:
+                return None
+            _, plan, flows = self._inline_plan(rank_class, step, bool(segment.overlap_s))
+            booking = self.network.alone_booking(flows, rank_class.name, step.group)
+            seconds = plan.latency_s + booking.longest
+            comms.append((ahead, segment.kernel_s, step.group, plan.latency_s, seconds, booking))
+            ahead += segment.kernel_s + seconds
+        return _AloneBody(body, ahead, tuple(comms))
+
     def _segments(self, timeline: ClassTimeline, parts: dict[str, float],
                   body: tuple[Segment, ...], later: tuple[_Issue, ...] = ()
                   ) -> Generator[simpy.Event, Any, None]:
@@ -266,6 +317,17 @@ class Simulator:
         issues at each of its syncs; the GPU's wait for them goes to ``cpu``. Kernels and
         collectives booked alone (``self.private``) add up to one wait, ``ahead``."""
         rank_class = timeline.rank_class
+        alone = None if later else self._alone_body(body, rank_class)
+        if alone is not None:
+            now = self.env.now
+            for ahead, kernel_s, group, latency, seconds, booking in alone.comms:
+                start = now + ahead + kernel_s
+                self.network.book(booking, start + latency)
+                parts[group] = parts.get(group, 0.0) + seconds
+                timeline.comm_spans.append((group, start, start + seconds))
+            if alone.total_s:
+                yield self.env.timeout(alone.total_s)
+            return
         pending = list(later)
         ahead = 0.0
         for segment in body:
