@@ -1,7 +1,8 @@
 """Benchmark: lowering the GPT-3 175B MLPerf scenario on 10,752 H100 GPUs.
 
 Prints the time to lower it (best of 5, one core), the peak Python heap while lowering
-(tracemalloc), the op count, and the same for every other shipped scenario.
+(tracemalloc), the op count, and the same for every other shipped training scenario (a serving
+scenario lowers nothing).
 Run: ``python benchmarks/bench_lower.py`` (target: under 1 s and 500 MiB for the MLPerf scenario).
 """
 
@@ -11,8 +12,9 @@ import sys
 import time
 import tracemalloc
 
-from ghsim.config import load_scenario
+from ghsim.config import load_any_scenario, load_scenario
 from ghsim.config.search import builtin_root
+from ghsim.config.serving_layout import ServingScenario
 from ghsim.workload.lower import lower
 
 
@@ -31,7 +33,8 @@ def measure(name: str) -> tuple[float, float, int]:
 
 
 def main() -> int:
-    names = sorted(p.stem for p in (builtin_root() / "configs" / "scenarios").glob("*.yaml"))
+    names = sorted(p.stem for p in (builtin_root() / "configs" / "scenarios").glob("*.yaml")
+                   if not isinstance(load_any_scenario(p), ServingScenario))
     print(f"lower(scenario) on Python {sys.version.split()[0]}")
     print(f"{'scenario':<30} {'lower s':>8} {'peak heap MiB':>14} {'ops':>8}")
     target_ok = True

@@ -1,9 +1,15 @@
 """Benchmark: the serving simulation's speed on the largest shipped cases.
 
-Prints, per case, the wall time of ``simulate_serving``, the engine iterations it ran and the
-microseconds per iteration, and the process's peak RSS; exits non-zero when a case misses its
-target (a 24,576-request MLPerf offline run under 10 s, an MLPerf server rate search under 60 s,
-and under 50 us an iteration, start-up included).
+Prints, per case, the wall time of ``simulate_serving``, the engine iterations it ran, the
+microseconds per iteration and per running request an iteration, and the process's peak RSS;
+exits non-zero when a case misses its target: an MLPerf offline run (38,280 requests) under
+10 s, an MLPerf server rate search under 60 s, and, start-up included, under 50 us an iteration
+where KV blocks are reserved whole at admission (``guaranteed_no_evict``). Under
+``max_utilization`` the engine hands each decoding request a block every ``kv_block_tokens``
+iterations (TensorRT-LLM's scheduler), so an iteration's work grows with the batch, which that
+scheduler makes two to three times larger: the MLPerf offline case (806 requests a batch, 12
+blocks an iteration) is held to its total time, and its time per running request is printed
+beside no-evict's.
 Run: ``python benchmarks/bench_serving.py``.
 """
 
@@ -33,7 +39,8 @@ def main() -> int:
                                              "inference_points", "points", InferencePointSpec)
               if isinstance(p, InferencePointSpec)}
     failed = False
-    print(f"{'case':48s} {'seconds':>8s} {'iterations':>11s} {'us/iter':>8s}")
+    print(f"{'case':48s} {'seconds':>8s} {'iterations':>11s} {'us/iter':>8s} "
+          f"{'us/request':>10s}")
     for name, target in CASES.items():
         scenario = serving_scenario_from_spec(points[name].scenario, "validation/inference.yaml")
         start = time.perf_counter()
@@ -41,10 +48,13 @@ def main() -> int:
         seconds = time.perf_counter() - start
         iterations = result.data["simulated_iterations"]
         per = seconds / max(1, iterations) * 1e6
-        miss = seconds > target or per > PER_ITERATION_US
+        per_request = per / max(1.0, result.data["batch"]["mean_running"])
+        whole = scenario.spec.inference.scheduler.capacity == "guaranteed_no_evict"
+        miss = seconds > target or (whole and per > PER_ITERATION_US)
         failed |= miss
-        print(f"{name:48s} {seconds:8.2f} {iterations:11,} {per:8.1f}"
-              f"{f'  MISSES {target} s or {PER_ITERATION_US} us' if miss else ''}")
+        limit = f"{target} s or {PER_ITERATION_US} us" if whole else f"{target} s"
+        print(f"{name:48s} {seconds:8.2f} {iterations:11,} {per:8.1f} {per_request:10.3f}"
+              f"{f'  MISSES {limit}' if miss else ''}")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
     print(f"peak RSS {rss:,.0f} MiB")
     return 1 if failed else 0
