@@ -309,6 +309,17 @@ class Simulator:
             ahead += segment.kernel_s + seconds
         return _AloneBody(body, ahead, tuple(comms))
 
+    def _book_alone(self, timeline: ClassTimeline, parts: dict[str, float],
+                    alone: _AloneBody) -> None:
+        """Book a worked-out body's collectives from now on; the caller then waits
+        ``alone.total_s``, the time :meth:`_segments` would have taken."""
+        now = self.env.now
+        for ahead, kernel_s, group, latency, seconds, booking in alone.comms:
+            start = now + ahead + kernel_s
+            self.network.book(booking, start + latency)
+            parts[group] = parts.get(group, 0.0) + seconds
+            timeline.comm_spans.append((group, start, start + seconds))
+
     def _segments(self, timeline: ClassTimeline, parts: dict[str, float],
                   body: tuple[Segment, ...], later: tuple[_Issue, ...] = ()
                   ) -> Generator[simpy.Event, Any, None]:
@@ -317,17 +328,6 @@ class Simulator:
         issues at each of its syncs; the GPU's wait for them goes to ``cpu``. Kernels and
         collectives booked alone (``self.private``) add up to one wait, ``ahead``."""
         rank_class = timeline.rank_class
-        alone = None if later else self._alone_body(body, rank_class)
-        if alone is not None:
-            now = self.env.now
-            for ahead, kernel_s, group, latency, seconds, booking in alone.comms:
-                start = now + ahead + kernel_s
-                self.network.book(booking, start + latency)
-                parts[group] = parts.get(group, 0.0) + seconds
-                timeline.comm_spans.append((group, start, start + seconds))
-            if alone.total_s:
-                yield self.env.timeout(alone.total_s)
-            return
         pending = list(later)
         ahead = 0.0
         for segment in body:
@@ -426,15 +426,15 @@ class Simulator:
         yield from self._flows(plan, nbytes, owner, traffic)
         ended.append(self.env.now)
 
-    def _slowed(self, owner: str, start: float, kernel_s: float, parts: dict[str, float]
+    def _slowed(self, owner: str, covered: float, kernel_s: float, parts: dict[str, float]
                 ) -> Generator[simpy.Event, Any, None]:
-        """The time a compute op that began at ``start`` loses to communication kernels that
-        ran beside its ``kernel_s`` of kernels, added at its end (to ``overlap``). At slowdown
-        x, a kernel beside them does 1 / (1 + x) of its work per second: each second covered
-        costs x / (1 + x) more, and the added time is itself covered while they still run, so
-        a fully covered op takes (1 + x) times its kernels."""
+        """The time a compute op loses to communication kernels that ran beside its
+        ``kernel_s`` of kernels for ``covered`` seconds, added at its end (to ``overlap``).
+        At slowdown x, a kernel beside them does 1 / (1 + x) of its work per second: each
+        second covered costs x / (1 + x) more, and the added time is itself covered while
+        they still run, so a fully covered op takes (1 + x) times its kernels."""
         lost = self.gpu.overlap_slowdown / (1.0 + self.gpu.overlap_slowdown)
-        owed = min(self.comm.overlap_s(owner, start, self.env.now), kernel_s) * lost
+        owed = min(covered, kernel_s) * lost
         added = 0.0
         for _ in range(_SLOWDOWN_ROUNDS):
             if owed <= 0:
@@ -475,9 +475,17 @@ class Simulator:
                     yield self.env.timeout(wait)
             timeline.compute_parts[op.id] = parts
             start = self.env.now
-            yield from self._segments(timeline, parts, body, tuple(later))
-            if self.gpu.overlap_slowdown:
-                yield from self._slowed(owner, start, sum(kernels.values()), parts)
+            alone = None if later else self._alone_body(body, rank_class)
+            if alone is None:
+                yield from self._segments(timeline, parts, body, tuple(later))
+            else:
+                self._book_alone(timeline, parts, alone)
+                if alone.total_s:
+                    yield self.env.timeout(alone.total_s)
+            covered = self.comm.overlap_s(owner, start, self.env.now) \
+                if self.gpu.overlap_slowdown else 0.0
+            if covered > 0:
+                yield from self._slowed(owner, covered, sum(kernels.values()), parts)
         elif op.kind == "collective":
             group = op.attrs.get("replay_group") or rank_class.groups[op.attrs["group"]]
             wire = wire_bytes(op.attrs["collective"], op.bytes, group.size)
