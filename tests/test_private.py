@@ -112,3 +112,41 @@ def test_booked_alone_a_flow_takes_its_standalone_time_and_books_its_links() -> 
     for books in (network.usage["nvl"], flowing.usage["nvl"]):
         assert books.bytes == 6.0 and books.samples == [(1.0, 0.5), (7.0, 0.0)]
     assert network.transfers == flowing.transfers == [("stage0", "tp", 1.0, 7.0, 3.0)]
+
+
+def test_a_body_worked_out_once_runs_as_its_segments_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compute op whose collectives are all booked alone is worked out once and waited in
+    one go (Simulator._alone_body); walking its segments one by one gives the same step,
+    breakdown and link books."""
+    booked: list[int] = []
+    real = simulator.Simulator._book_alone
+
+    def counted(self: simulator.Simulator, *args: Any) -> None:
+        booked.append(1)
+        real(self, *args)
+
+    monkeypatch.setattr(simulator.Simulator, "_book_alone", counted)
+    whole = simulate(load_scenario(SMALL, ONE_STAGE_A_NODE)).to_dict()
+    assert booked  # the worked-out bodies ran
+    monkeypatch.setattr(simulator.Simulator, "_alone_body", lambda *_: None)
+    walked = simulate(load_scenario(SMALL, ONE_STAGE_A_NODE)).to_dict()
+    _same(whole, walked)
+    assert whole["breakdown_s"]["tp"] > 0
+
+
+def test_bookings_alone_add_up_on_their_links_when_read() -> None:
+    """By hand: the same 6 s flow booked at t = 1 and again at t = 7, end to end: the link
+    carried 12 bytes, was busy 12 s at half its capacity (load 6 s), and its counter track
+    rises and falls twice, the fall at 7 before the rise; both transfers are on the books."""
+    path = make_path([("nvl", 2, 0.5)])
+    network = FlowNetwork(simpy.Environment(), {"nvl": 2.0}, {"nvl": "nvlink"})
+    flows = [(path, 3.0)]
+    assert network.book_alone(flows, "stage0", "tp", 1.0) == 6.0
+    assert network.book_alone(flows, "stage0", "tp", 7.0) == 6.0
+    books = network.usage["nvl"]
+    assert (books.bytes, books.busy_s, books.load_s) == (12.0, 12.0, 6.0)
+    assert books.samples == [(1.0, 0.5), (7.0, 0.0), (7.0, 0.5), (13.0, 0.0)]
+    assert books.traffic == {"tp"}
+    assert network.transfers == network.transfers_of("tp") == [
+        ("stage0", "tp", 1.0, 7.0, 3.0), ("stage0", "tp", 7.0, 13.0, 3.0)]
+    assert network.transfers_of("cpu") == []
