@@ -94,12 +94,17 @@ def private_pairs(workload: Workload, planner: TrafficPlanner, stage_rank: dict[
     for rank_class in workload.classes:
         owner = rank_class.name
         seen_bodies: set[int] = set()
+        seen_uses: set[tuple[int, str]] = set()
         sends: set[int] = set()
         for op in rank_class.ops:
             if op.kind == "compute":
+                use_key = (id(op.body), op.stream)
+                if use_key in seen_uses:  # the same body on the same stream adds nothing
+                    continue
                 parts = body_segments(op, rank_class)
                 if not parts:
                     continue
+                seen_uses.add(use_key)
                 for segment in parts:
                     if segment.comm is None:
                         continue
