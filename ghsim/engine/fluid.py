@@ -143,6 +143,12 @@ class AloneBooking:
     ends: tuple[tuple[float, float], ...]
     longest: float
 
+    def book(self, start: float) -> float:
+        """Book the flows from ``start`` (their links add it up when read); returns the
+        seconds until the last ends."""
+        self.starts.append(start)
+        return self.longest
+
 
 @dataclass
 class FlowNetwork:
@@ -288,7 +294,7 @@ class FlowNetwork:
         while they run and that cross no link in common (the caller guarantees both,
         ``ghsim.engine.private``); returns the seconds until the last ends. Each runs at its
         standalone rate, as :meth:`transfer` would run it, with the same books."""
-        return self.book(self.alone_booking(flows, owner, traffic), start)
+        return self.alone_booking(flows, owner, traffic).book(start)
 
     def alone_booking(self, flows: list[tuple[Path, float]], owner: str, traffic: str
                       ) -> AloneBooking:
@@ -311,12 +317,6 @@ class FlowNetwork:
             self._bookings[key] = AloneBooking(flows, owner, traffic, starts, tuple(ends),
                                                longest)
         return self._bookings[key]
-
-    @staticmethod
-    def book(booking: AloneBooking, start: float) -> float:
-        """:meth:`book_alone` of a worked-out booking: its links add it up when read."""
-        booking.starts.append(start)
-        return booking.longest
 
     def _alone_books(self, path: Path) -> tuple[float, list[tuple[LinkUsage, float, float]]]:
         """A path's standalone rate and, per link, its books, the flow's copies and the

@@ -115,7 +115,8 @@ class _AloneBody:
     ``ahead``), and each collective books its flows at a fixed offset into it."""
 
     segments: tuple[Segment, ...]
-    """Kept so that the tuple's identity, the cache key, stays its own."""
+    """Kept so that the tuple's identity, the cache key, stays its own (empty for a replayed
+    op's measured time, which is not cached)."""
     total_s: float
     comms: tuple[tuple[float, float, str, float, float, AloneBooking], ...]
     """Per collective: the wait before its segment (``ahead``), its segment's kernels, its
@@ -316,7 +317,7 @@ class Simulator:
         now = self.env.now
         for ahead, kernel_s, group, latency, seconds, booking in alone.comms:
             start = now + ahead + kernel_s
-            self.network.book(booking, start + latency)
+            booking.book(start + latency)
             parts[group] = parts.get(group, 0.0) + seconds
             timeline.comm_spans.append((group, start, start + seconds))
 
@@ -461,9 +462,10 @@ class Simulator:
             kernels, body = self.body_parts(op.body, rank_class)
             parts = dict(kernels)
             later: list[_Issue] = []
-            if "fallback_s" in op.attrs:
+            alone: _AloneBody | None = None
+            if "fallback_s" in op.attrs:  # its measured time, no collectives
                 parts[op.attrs["category"]] = op.attrs["fallback_s"]
-                body = (Segment(op.attrs["fallback_s"]),)
+                alone = _AloneBody((), op.attrs["fallback_s"], ())
             elif "not_before_s" not in op.attrs:  # an imported trace has its own launch times
                 first, *later = self.issues(op.body, op.attrs.get("phase") == "B")
                 issued = self.host_clock.get(owner, 0.0)
@@ -475,7 +477,8 @@ class Simulator:
                     yield self.env.timeout(wait)
             timeline.compute_parts[op.id] = parts
             start = self.env.now
-            alone = None if later else self._alone_body(body, rank_class)
+            if alone is None and not later:
+                alone = self._alone_body(body, rank_class)
             if alone is None:
                 yield from self._segments(timeline, parts, body, tuple(later))
             else:
