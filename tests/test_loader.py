@@ -92,6 +92,28 @@ def test_override_naming_an_unknown_key(tmp_path: Path) -> None:
         load_scenario(path, ["parallelism.dp=3"])
 
 
+
+HEAD_DIM = "system.node.gpu.gpu.compute.attention_head_dim_efficiency"
+
+
+def test_an_override_reaches_a_mapping_keyed_by_numbers() -> None:
+    """A head dimension's attention rate is a mapping keyed by numbers (YAML reads ``64:`` as
+    the integer): ``.64`` sets that entry, adds a new one, and a key below a number is refused
+    as a key below any value is."""
+    def rates(*sets: str) -> dict[int, float]:
+        gpu = load_scenario("llama3-8b-gh200", list(sets)).spec.system.node.gpu.gpu
+        assert gpu is not None
+        return gpu.compute.attention_head_dim_efficiency
+    shipped = rates()
+    assert shipped[64] == 0.787
+    assert rates(f"{HEAD_DIM}.64=0.5") == {**shipped, 64: 0.5}
+    assert rates(f"{HEAD_DIM}.96=0.9") == {**shipped, 96: 0.9}
+    with pytest.raises(OverrideError, match=r"expected a mapping to hold key 'x', found "
+                       r"the value 0\.787"):
+        rates(f"{HEAD_DIM}.64.x=1")
+    with pytest.raises(OverrideError, match="unknown key '7'"):
+        rates("parallelism.7=1")
+
 def test_errors_name_the_file_that_holds_the_mistake(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

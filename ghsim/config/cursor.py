@@ -29,6 +29,12 @@ class Slot:
         """The spec class at this slot, if it holds a mapping of fixed keys."""
         return _model_of(self.annotation)
 
+    @property
+    def keyed_by_numbers(self) -> bool:
+        """Whether a mapping here has integer keys (a head dimension's rate)."""
+        bare = _strip(self.annotation)
+        return get_origin(bare) is dict and _strip(get_args(bare)[0]) is int
+
     def keys(self) -> list[str]:
         """The keys a mapping here may have (empty when it is not a fixed-key mapping)."""
         model = self.model

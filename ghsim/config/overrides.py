@@ -16,7 +16,9 @@ from ghsim.config.cursor import KeyPath, format_path
 from ghsim.config.yamlio import YamlLimitError, parse_yaml
 from ghsim.errors import ConfigError, OverrideError
 
-_SEGMENT = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_\-]*)(?P<index>(?:\[\d+\])*)$")
+_SEGMENT = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_\-]*|\d+)(?P<index>(?:\[\d+\])*)$")
+"""A key (a name, or the digits of a key of a mapping keyed by numbers such as a head
+dimension) and the list indices after it."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ def container_at(document: dict[str, Any], override: Override) -> dict[str, Any]
     for depth, key in enumerate(override.path[:-1]):
         here = format_path(override.path[: depth + 1])
         if isinstance(node, dict) and isinstance(key, str):
+            if key.isdigit() and key not in node and int(key) in node:
+                key = int(key)  # a mapping keyed by numbers, as YAML read it
             if node.get(key) is None:
                 node[key] = {}
             node = node[key]
