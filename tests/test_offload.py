@@ -88,6 +88,29 @@ def test_optimizer_offload_memory_by_hand() -> None:
     assert host.optimizer == pytest.approx(12 * params)  # FP32 master, momentum, variance
 
 
+
+def test_the_host_optimizer_counts_its_arithmetic_by_hand() -> None:
+    """Adam on the host takes the longer of its arithmetic and its memory traffic. On one Grace
+    core (3.1 GHz x 32 FP32 FLOP a cycle = 99.2 GFLOP/s) its 14 FLOP a parameter take longer
+    than its traffic at Grace's STREAM rate, so the CPU part is 14 P / 99.2e9 s and halving the
+    clock doubles it; on the GPU's 72 cores memory bounds it and the clock moves nothing. (The
+    arithmetic had been dropped on the way to the engine: cores and clock moved no figure.)"""
+    base = ["system=gh200-single", "num_gpus=1", "model.layers=4", "training.seq_len=2048",
+            "training.global_batch=2", "offload.strategy=optimizer"]
+    params = parameter_count(load_scenario("llama3-8b-gh200", base).spec.model).total
+    adam_s = 14 * params / (3.1e9 * 32)
+    one_core = simulate(load_scenario("llama3-8b-gh200", [*base, "offload.cpu_cores=1"]))
+    # the CPU part also holds the host's issue of the step's last kernel (33.2 us)
+    assert one_core.breakdown_s["cpu"] == pytest.approx(adam_s + 33.2e-6, rel=1e-9)
+    slow = simulate(load_scenario("llama3-8b-gh200", [
+        *base, "offload.cpu_cores=1", "system.node.cpu.cpu.compute.clock_ghz=1.55"]))
+    assert slow.breakdown_s["cpu"] - one_core.breakdown_s["cpu"] == pytest.approx(adam_s)
+    every_core = simulate(load_scenario("llama3-8b-gh200", base))
+    assert every_core.breakdown_s["cpu"] < one_core.breakdown_s["cpu"]
+    assert simulate(load_scenario("llama3-8b-gh200", [
+        *base, "system.node.cpu.cpu.compute.clock_ghz=1.55"])).step_time_s == \
+        every_core.step_time_s
+
 @settings(max_examples=6, deadline=None)
 @given(st.sampled_from(["llama3-8b", "qwen3-14b"]), st.sampled_from([8, 16, 72]))
 def test_overlapped_optimizer_is_never_slower(model: str, cores: int) -> None:

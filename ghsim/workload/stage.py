@@ -48,12 +48,13 @@ class OpBuilder:
     tails: dict[str, int] = field(default_factory=dict)
 
     def add(self, kind: str, name: str, stream: str, deps: tuple[int, ...] = (),
-            body: tuple[Step, ...] = (), nbytes: float = 0.0, **attrs: Any) -> int:
+            body: tuple[Step, ...] = (), nbytes: float = 0.0, flops: float = 0.0,
+            **attrs: Any) -> int:
         op_id = len(self.ops)
         chain = (self.tails[stream],) if stream in self.tails else ()
         all_deps = tuple(sorted({*chain, *(d for d in deps if d >= 0)}))
         self.ops.append(Op(op_id, kind, name, stream, all_deps, body, nbytes,  # type: ignore[arg-type]
-                           attrs=attrs))
+                           flops, attrs=attrs))
         self.tails[stream] = op_id
         return op_id
 
