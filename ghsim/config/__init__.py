@@ -11,6 +11,7 @@ from ghsim.config.api import (
     load_validation_points,
     scenario_from_spec,
     serving_scenario_from_spec,
+    unread_overrides,
 )
 from ghsim.config.layout import Layout
 from ghsim.config.serving_layout import ServingScenario
@@ -28,4 +29,5 @@ __all__ = [
     "load_validation_points",
     "scenario_from_spec",
     "serving_scenario_from_spec",
+    "unread_overrides",
 ]

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ghsim.config.cursor import format_path
+from ghsim.config.cursor import format_path, informational_key
 from ghsim.config.layout import Layout, LayoutProblem, derive_layout
 from ghsim.config.loader import load_tree
+from ghsim.config.overrides import parse_override
 from ghsim.config.schema import (
     DocumentSpec,
     HardwareSpec,
@@ -137,3 +138,15 @@ def load_file(reference: str | Path, overrides: Sequence[str] = ()) -> DocumentS
         raise ConfigError(str(reference), "", not_found_any_message(str(reference)))
     spec, _ = load_tree(path, None, overrides)
     return spec
+
+
+def unread_overrides(scenario: Scenario | ServingScenario) -> list[str]:
+    """A warning for each of the scenario's overrides that sets a key no mechanism reads (a
+    label, a boost clock, a latency only routes show): it changes no figure."""
+    warnings = []
+    for text in scenario.overrides:
+        path = parse_override(text).path
+        if informational_key(type(scenario.spec), path):
+            warnings.append(f"--set {text} changes no figure: {format_path(path)} is "
+                            "informational (nothing in the simulation reads it)")
+    return warnings

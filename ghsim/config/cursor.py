@@ -17,12 +17,26 @@ from ghsim.config.schema.refs import ref_kind
 KeyPath = tuple[str | int, ...]
 
 
+def informational_key(root: type[BaseModel], path: KeyPath) -> bool:
+    """Whether ``path`` under ``root`` ends at a key no mechanism reads (or inside one)."""
+    slot: Slot | None = Slot(root)
+    for key in path:
+        slot = child(slot, key) if slot is not None else None
+        if slot is None:
+            return False
+        if slot.informational:
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Slot:
     """What may stand at one key path: a type, and the file kind if it is a reference."""
 
     annotation: Any
     ref: str | None = None
+    informational: bool = False
+    """A key no mechanism reads (its ``json_schema_extra`` is ``schema.base.INFORMATIONAL``)."""
 
     @property
     def model(self) -> type[BaseModel] | None:
@@ -98,7 +112,9 @@ def child(slot: Slot, key: str | int) -> Slot | None:
         field = model.model_fields.get(key) if isinstance(key, str) else None
         if field is None:
             return None
-        return Slot(field.annotation, ref_kind(field.metadata))
+        extra = field.json_schema_extra
+        return Slot(field.annotation, ref_kind(field.metadata),
+                    isinstance(extra, dict) and bool(extra.get("informational")))
     for member in _union_models(slot.annotation):  # the first form that has the key
         found = child(Slot(member), key)
         if found is not None:

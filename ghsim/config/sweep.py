@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ghsim.config.api import Scenario, scenario_from_spec, serving_scenario_from_spec
-from ghsim.config.cursor import Slot, slot_at
+from ghsim.config.cursor import Slot, informational_key, slot_at
 from ghsim.config.diagnose import describe
 from ghsim.config.expression import (
     ExpressionError,
@@ -162,6 +162,10 @@ def _check_axis(sweep: Sweep, where: str, key: str, values: list[Any]) -> None:
         if slot_at(sweep.root, path[:depth]) is None:
             hint = describe({"type": "extra_forbidden", "loc": path[:depth]}, sweep.root)
             raise ConfigError(sweep.source, where, hint)
+    if informational_key(sweep.root, path):
+        raise ConfigError(sweep.source, where, f"{key} is informational (nothing in the "
+                          "simulation reads it), so every point would give the same figures; "
+                          "expected a key a mechanism reads")
     if not values:
         raise ConfigError(sweep.source, where, "expected a non-empty list of values")
     for index, value in enumerate(values):

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ghsim.config import Scenario, scenario_from_spec
+from ghsim.config import Scenario, scenario_from_spec, unread_overrides
 from ghsim.config.schema import ScenarioSpec
 from ghsim.costmodel.gpu import clock_view, gpu_cost_model, unmodelled_power_cap
 from ghsim.costmodel.host import host_cost_model
@@ -356,6 +356,7 @@ def _simulate(scenario: Scenario) -> Result:
     cap = unmodelled_power_cap(spec.system.node)
     warnings += [cap] if cap else []
     warnings += loading
+    warnings += unread_overrides(scenario)
     return Result(
         step_time_s=step,
         tokens_per_s=tokens_per_s,

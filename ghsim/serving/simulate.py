@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ghsim.config.api import unread_overrides
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.errors import ConfigError
 from ghsim.limits import MAX_SEQ_LEN, MAX_SERVING_ITERATIONS, MAX_SERVING_REQUESTS
@@ -209,6 +210,12 @@ def _search(scenario: ServingScenario, model: IterationModel, memory: ServingMem
 
 def simulate_serving(scenario: ServingScenario) -> ServingResult:
     """Simulate a serving scenario: requests through one replica's scheduler and GPUs."""
+    result = _simulate_serving(scenario)
+    result.data["warnings"].extend(unread_overrides(scenario))
+    return result
+
+
+def _simulate_serving(scenario: ServingScenario) -> ServingResult:
     spec = scenario.spec
     limits = engine_limits(spec)
     _check(scenario, limits[1])

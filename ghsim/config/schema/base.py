@@ -50,6 +50,16 @@ class Spec(BaseModel):
         object.__setattr__(self, name, value)
 
 
+INFORMATIONAL: dict[str, Any] = {"informational": True}
+"""``json_schema_extra`` of a key no mechanism reads (a label, a boost clock, a cache size, a
+latency only ``ghsim inspect`` shows on routes): ``--set`` on it warns, a sweep axis on it is
+refused, and ``ghsim schema`` says so to editors."""
+
+ROUTE = (" Informational: ``ghsim inspect`` shows it on the routes, and no cost reads it: "
+         "kernels, copies and in-place accesses are costed from measured rates, collectives "
+         "from NCCL's latency model.")
+"""The description's end of a latency that only routes show."""
+
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 MAX_INT = 2**53

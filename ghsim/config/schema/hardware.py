@@ -16,6 +16,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ghsim import units
 from ghsim.config.schema.base import (
+    INFORMATIONAL,
+    ROUTE,
     DocumentSpec,
     Fraction,
     Name,
@@ -52,6 +54,11 @@ def _pinned(what: str, efficiency: str, capacity: str) -> str:
 def _efficiency(what: str, capacity: str, cap: str = "0 < x <= 1") -> str:
     return (f"{what}, as a fraction of {capacity} ({cap}): the rate is this times {capacity}, "
             "so it follows that capacity when it is overridden.")
+
+
+_SHOWN = (" Informational: ``ghsim inspect`` shows it on the memory's link, and no cost reads "
+          "it: a GPU kernel is costed at its kind's measured rate (stream, elementwise, ...), "
+          "the CPU at stream's, and traffic to or from another chip at the host link's.")
 
 
 def _not_both(cls: type[Spec], value: Any, info: ValidationInfo) -> Any:
@@ -96,12 +103,14 @@ class MemorySpec(Spec):
         description="Peak bandwidth of the memory (datasheet): the capacity every *_efficiency "
         "of this memory multiplies."
     )
-    read_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
-        "Measured read bandwidth by the chip that owns the memory", "read_efficiency",
-        "peak_bandwidth_gb_s"))
-    write_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
-        "Measured write bandwidth by the chip that owns the memory", "write_efficiency",
-        "peak_bandwidth_gb_s"))
+    read_bandwidth_gb_s: PositiveFloat | None = Field(
+        default=None, json_schema_extra=INFORMATIONAL, description=_pinned(
+            "Measured read bandwidth by the chip that owns the memory", "read_efficiency",
+            "peak_bandwidth_gb_s") + _SHOWN)
+    write_bandwidth_gb_s: PositiveFloat | None = Field(
+        default=None, json_schema_extra=INFORMATIONAL, description=_pinned(
+            "Measured write bandwidth by the chip that owns the memory", "write_efficiency",
+            "peak_bandwidth_gb_s") + _SHOWN)
     stream_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
         "Measured or vendor-expected STREAM TRIAD bandwidth", "stream_efficiency",
         "peak_bandwidth_gb_s"))
@@ -120,10 +129,12 @@ class MemorySpec(Spec):
     skinny_gemm_bandwidth_gb_s: PositiveFloat | None = Field(default=None, description=_pinned(
         "Serving: bandwidth a GEMM of few rows (decode's tokens) reaches streaming its weights "
         "(measured)", "skinny_gemm_efficiency", "peak_bandwidth_gb_s"))
-    read_efficiency: Fraction | None = Field(default=None, description=_efficiency(
-        "Read bandwidth the owning chip reaches", "peak_bandwidth_gb_s"))
-    write_efficiency: Fraction | None = Field(default=None, description=_efficiency(
-        "Write bandwidth the owning chip reaches", "peak_bandwidth_gb_s"))
+    read_efficiency: Fraction | None = Field(
+        default=None, json_schema_extra=INFORMATIONAL, description=_efficiency(
+            "Read bandwidth the owning chip reaches", "peak_bandwidth_gb_s") + _SHOWN)
+    write_efficiency: Fraction | None = Field(
+        default=None, json_schema_extra=INFORMATIONAL, description=_efficiency(
+            "Write bandwidth the owning chip reaches", "peak_bandwidth_gb_s") + _SHOWN)
     stream_efficiency: Fraction | None = Field(default=None, description=_efficiency(
         "STREAM TRIAD bandwidth", "peak_bandwidth_gb_s"))
     elementwise_efficiency: Fraction | None = Field(default=None, description=_efficiency(
@@ -138,10 +149,10 @@ class MemorySpec(Spec):
         "Serving: bandwidth a memory-bound GEMM of few rows reaches streaming its weights",
         "peak_bandwidth_gb_s"))
     latency_ns: PositiveFloat | None = Field(
-        default=None, description="Load latency of the owning chip (pointer chase). Enters "
-        "the node graph's route latencies: it is the latency of the memory's link to its chip, "
-        "and it is subtracted from the host link's remote-load latencies so that a route "
-        "reproduces those measurements.",
+        default=None, json_schema_extra=INFORMATIONAL, description="Load latency of the owning "
+        "chip (pointer chase): the latency of the memory's link to its chip in the node graph, "
+        "subtracted from the host link's remote-load latencies so that a route reproduces "
+        "those measurements." + ROUTE,
     )
 
     _alone = field_validator(*(e for _, e in ALTERNATIVES))(classmethod(_not_both))
@@ -180,22 +191,26 @@ class GpuComputeSpec(Spec):
 
     ALTERNATIVES = (("peak_tflops", "flops_per_clock_per_sm"),)
 
-    architecture: Name = Field(description="Informational: a label; no rate depends on it "
-                               "(what a GPU computes, and how fast, is flops_per_clock_per_sm).")
+    architecture: Name = Field(
+        json_schema_extra=INFORMATIONAL, description="Informational: a label; no rate depends "
+        "on it (what a GPU computes, and how fast, is flops_per_clock_per_sm).")
     sms: PositiveInt = Field(description="SMs enabled; peak FLOP/s = sms x clock_ghz x "
                              "flops_per_clock_per_sm, and GEMMs run in waves of one tile per SM.")
     clock_ghz: PositiveFloat = Field(description="The clock the dense peaks (and so the measured "
                                      "efficiencies) refer to; peak FLOP/s scale with it.")
     max_clock_ghz: PositiveFloat | None = Field(
-        default=None, description="Maximum boost clock. Informational: peak FLOP/s derive from "
+        default=None, json_schema_extra=INFORMATIONAL,
+        description="Maximum boost clock. Informational: peak FLOP/s derive from "
         "clock_ghz, the clock the datasheet peaks are quoted at; nothing reads the boost clock.",
     )
     l2_cache_mb: PositiveFloat | None = Field(
-        default=None, description="Informational: the cost model has no cache model; GEMM "
+        default=None, json_schema_extra=INFORMATIONAL,
+        description="Informational: the cost model has no cache model; GEMM "
         "efficiencies are measured with the cache in place.",
     )
     copy_engines: PositiveInt | None = Field(
-        default=None, description="Informational: copies are costed from the host link's "
+        default=None, json_schema_extra=INFORMATIONAL,
+        description="Informational: copies are costed from the host link's "
         "measured h2d_copy / d2h_copy efficiencies, which include the copy engines; their "
         "number is not modelled.",
     )
@@ -369,15 +384,17 @@ class NvlinkSpec(Spec):
                     ("nvls_allreduce_busbw_gb_s", "nvls_allreduce_efficiency"),
                     ("alltoall_busbw_gb_s", "alltoall_efficiency"))
 
-    generation: PositiveInt = Field(description="Informational: the speed of a generation is "
-                                    "in link_bandwidth_gb_s; nothing reads the number.")
+    generation: PositiveInt = Field(
+        json_schema_extra=INFORMATIONAL, description="Informational: the speed of a "
+        "generation is in link_bandwidth_gb_s; nothing reads the number.")
     links: PositiveInt
     link_bandwidth_gb_s: PositiveFloat = Field(
         description="Per link, per direction; links x link_bandwidth_gb_s is the capacity the "
         "NVLink efficiencies multiply."
     )
     nccl_link_bandwidth_gb_s: PositiveFloat | None = Field(
-        default=None, description="NCCL's modelled per-link bandwidth (its topology tables). "
+        default=None, json_schema_extra=INFORMATIONAL,
+        description="NCCL's modelled per-link bandwidth (its topology tables). "
         "Informational: collectives are costed from nccl_efficiency, measured, not from NCCL's "
         "own model.",
     )
@@ -473,7 +490,8 @@ class HostLinkSpec(Spec):
 
     type: Literal["c2c", "pcie"]
     generation: PositiveInt | None = Field(
-        default=None, description="Informational: the PCIe generation's speed is in "
+        default=None, json_schema_extra=INFORMATIONAL,
+        description="Informational: the PCIe generation's speed is in "
         "bandwidth_gb_s; nothing reads the number.",
     )
     bandwidth_gb_s: PositiveFloat = Field(
@@ -515,12 +533,14 @@ class HostLinkSpec(Spec):
     cpu_write_device_efficiency: Fraction | None = Field(default=None, description=_efficiency(
         "CPU writing GPU memory in place", "bandwidth_gb_s"))
     gpu_host_latency_ns: PositiveFloat | None = Field(
-        default=None, description="GPU load from host memory. Enters the node graph's route "
-        "latencies: the CPU -> GPU link's latency is this less the host memory's latency_ns.",
+        default=None, json_schema_extra=INFORMATIONAL, description="GPU load from host "
+        "memory: the CPU -> GPU link's latency in the node graph is this less the host "
+        "memory's latency_ns." + ROUTE,
     )
     cpu_device_latency_ns: PositiveFloat | None = Field(
-        default=None, description="CPU load from GPU memory. Enters the node graph's route "
-        "latencies: the GPU -> CPU link's latency is this less the GPU memory's latency_ns.",
+        default=None, json_schema_extra=INFORMATIONAL, description="CPU load from GPU "
+        "memory: the GPU -> CPU link's latency in the node graph is this less the GPU "
+        "memory's latency_ns." + ROUTE,
     )
 
     _alone = field_validator(*(e for _, e in ALTERNATIVES))(classmethod(_not_both))
@@ -552,6 +572,7 @@ class UnifiedMemorySpec(Spec):
     gpu_page_mib: PositiveFloat = Field(description="GPU page-table page size: the unit the "
                                         "page model migrates, places and counts accesses in.")
     system_page_kib: PositiveFloat = Field(
+        json_schema_extra=INFORMATIONAL,
         description="CPU (system) page size. Informational: migration moves GPU pages "
         "(gpu_page_mib); nothing reads the system page size."
     )
@@ -661,16 +682,19 @@ class GpuSpec(Spec):
 class CpuComputeSpec(Spec):
     """A CPU socket's cores, clocks and per-core FLOP per cycle."""
 
-    architecture: Name = Field(description="Informational: a label; no rate depends on it.")
+    architecture: Name = Field(json_schema_extra=INFORMATIONAL,
+                               description="Informational: a label; no rate depends on it.")
     cores: PositiveInt
     clock_ghz: PositiveFloat
     max_clock_ghz: PositiveFloat | None = Field(
-        default=None, description="Maximum boost clock. Informational: peak FLOP/s derive "
+        default=None, json_schema_extra=INFORMATIONAL,
+        description="Maximum boost clock. Informational: peak FLOP/s derive "
         "from clock_ghz; nothing reads the boost clock.",
     )
     flops_per_cycle_per_core: dict[Literal["fp64", "fp32"], PositiveFloat]
     l3_cache_mb: PositiveFloat | None = Field(
-        default=None, description="Informational: there is no cache model; CPU work is costed "
+        default=None, json_schema_extra=INFORMATIONAL,
+        description="Informational: there is no cache model; CPU work is costed "
         "from peak FLOP/s and the memory's STREAM bandwidth.",
     )
     kernel_issue_us: float | None = Field(

@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from ghsim.config.schema.base import (
+    INFORMATIONAL,
+    ROUTE,
     DocumentSpec,
     Name,
     PositiveFloat,
@@ -31,7 +33,10 @@ class NodeNvlinkSpec(Spec):
         description="switch: NVSwitch chips (DGX, NVLink switch systems); direct: GPU-to-GPU "
         "links split evenly among peers; none: no NVLink inside the node."
     )
-    switches: PositiveInt | None = Field(default=None, description="NVSwitch chips per node.")
+    switches: PositiveInt | None = Field(
+        default=None, json_schema_extra=INFORMATIONAL, description="NVSwitch chips per node. "
+        "Informational: a switch passes what the GPUs' NVLink ports carry, so NVLink traffic is "
+        "costed from gpu.nvlink; nothing reads the count.")
     links_per_peer: PositiveInt | None = Field(
         default=None, description="direct only; default: the GPU's links split among its peers."
     )
@@ -42,7 +47,9 @@ class CpuLinkSpec(Spec):
 
     type: Literal["upi", "xgmi", "c2c"]
     bandwidth_gb_s: PositiveFloat = Field(description="Per direction.")
-    latency_ns: PositiveFloat | None = None
+    latency_ns: PositiveFloat | None = Field(
+        default=None, json_schema_extra=INFORMATIONAL,
+        description=f"Latency across the link.{ROUTE}")
 
 
 NodeParts = Annotated[int, Field(gt=0, le=MAX_NODE_PARTS)]
@@ -135,8 +142,9 @@ class NvlinkDomainSpec(Spec):
 
     nodes: PositiveInt = Field(default=1, description="Nodes per NVLink domain.")
     switches: PositiveInt | None = Field(
-        default=None, description="NVLink switch chips in the domain's switch system."
-    )
+        default=None, json_schema_extra=INFORMATIONAL, description="NVLink switch chips in the "
+        "domain's switch system. Informational: NVLink traffic is costed from the GPUs' ports "
+        "(gpu.nvlink); nothing reads the count.")
 
 
 class FabricSpec(Spec):
@@ -152,7 +160,8 @@ class FabricSpec(Spec):
     nodes_per_unit: PositiveInt | None = Field(
         default=None, description="rail_optimized: nodes per scalable unit."
     )
-    hop_latency_ns: PositiveFloat = Field(description="Per switch traversed.")
+    hop_latency_ns: PositiveFloat = Field(
+        json_schema_extra=INFORMATIONAL, description=f"Per switch traversed.{ROUTE}")
 
     @model_validator(mode="after")
     def _radix_even(self) -> FabricSpec:

@@ -1,0 +1,229 @@
+"""Find hardware and system keys that move no prediction: every knob a user can turn must.
+
+Each numeric key of a scenario's resolved system (a part's compute, memory, links, unified
+memory; the node, domain and fabric) is halved, one at a time, on a suite of small scenarios
+that between them run every mechanism (each offload strategy, FP8, FlashAttention-2, a power
+cap, tensor, pipeline and data parallelism across nodes, a MoE layout, the microbenchmarks, a
+served model with and without KV offload). A key that changes no scenario's result is listed:
+either no mechanism reads it (a defect, or a key to document as descriptive) or the suite lacks
+the scenario that would. A key a scenario refuses halved (a count that must divide the GPUs, a
+cap below what the CPU draws) loses 10 % instead.
+
+The keys that move nothing are sorted three ways: marked informational in the schema (``--set``
+on one warns, a sweep over one is refused; tests/test_informational.py checks that such a key
+changes no figure), moving no case for a reason stated in ``EXPLAINED``, and the rest, which
+make the script exit 1.
+
+Run: ``python tools/dead_knobs.py [-j N]`` (about 40 s on two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ghsim.config import load_any_scenario
+from ghsim.config.cursor import informational_key
+from ghsim.config.schema import ScenarioSpec
+from ghsim.config.serving_layout import ServingScenario
+from ghsim.engine.simulate import simulate
+from ghsim.errors import InputError
+from ghsim.serving.simulate import simulate_serving
+
+MICRO = Path(__file__).resolve().parents[1] / "configs" / "scenarios" / "microbench"
+ONE = ["system=gh200-single", "num_gpus=1", "model.layers=4", "training.seq_len=2048",
+       "training.global_batch=2", "training.micro_batch=1"]
+SUITE: dict[str, tuple[str, list[str]]] = {
+    "compute": ("llama3-8b-gh200", [*ONE, "offload.strategy=none"]),
+    "optimizer": ("llama3-8b-gh200", [*ONE, "offload.strategy=optimizer"]),
+    "optimizer_one_core": ("llama3-8b-gh200", [*ONE, "offload.strategy=optimizer",
+                                               "offload.cpu_cores=1"]),
+    "optimizer_overlap": ("llama3-8b-gh200", [*ONE, "offload.strategy=optimizer_overlap"]),
+    "params": ("llama3-8b-gh200", [*ONE, "offload.strategy=params"]),
+    "activations": ("llama3-8b-gh200", [*ONE, "offload.strategy=activations"]),
+    "unified_memory": ("llama3-8b-gh200", [  # the whole 8B model: its Adam states spill
+        "system=gh200-single", "num_gpus=1", "training.seq_len=2048", "training.global_batch=1",
+        "training.micro_batch=1", "offload.strategy=unified_memory"]),
+    "system_allocated": ("llama3-8b-gh200", [
+        "system=gh200-single", "num_gpus=1", "training.seq_len=2048", "training.global_batch=1",
+        "training.micro_batch=1", "offload.strategy=unified_memory",
+        "system.node.gpu.gpu.unified_memory.allocator=system"]),
+    "managed_h100": ("llama3-8b-gh200", [
+        "system=dgx-h100", "num_gpus=1", "training.seq_len=2048", "training.global_batch=1",
+        "training.micro_batch=1", "offload.strategy=unified_memory"]),
+    "fp8": ("llama3-8b-gh200", [*ONE, "offload.strategy=none", "training.precision=fp8"]),
+    "fp16": ("llama3-8b-gh200", [*ONE, "offload.strategy=none", "training.precision=fp16"]),
+    "flash2": ("llama3-8b-gh200", [*ONE, "offload.strategy=none", "training.attention=flash2"]),
+    "flash2_fp16": ("llama3-8b-gh200", [*ONE, "offload.strategy=none", "training.precision=fp16",
+                                        "training.attention=flash2"]),
+    "head_dim_64": ("llama3-8b-gh200", [*ONE, "offload.strategy=none", "model.heads=64"]),
+    "head_dim_256": ("llama3-8b-gh200", [*ONE, "offload.strategy=none", "model.heads=16",
+                                         "model.kv_heads=4"]),
+    "standard_attention": ("llama3-8b-gh200", [*ONE, "offload.strategy=none",
+                                               "training.attention=standard"]),
+    "capped": ("llama3-8b-gh200", [*ONE, "offload.strategy=none",
+                                   "system.node.power_limit_w=450"]),
+    "quad_nodes": ("llama3-8b-gh200", [
+        "system=gh200-quad", "num_gpus=32", "model.layers=4", "training.seq_len=2048",
+        "training.global_batch=64", "training.micro_batch=1", "parallelism.tp=4",
+        "parallelism.pp=2", "offload.strategy=none"]),
+    "quad_staged": ("llama3-8b-gh200", [
+        "system=gh200-quad", "num_gpus=32", "model.layers=4", "training.seq_len=2048",
+        "training.global_batch=32", "training.micro_batch=1", "offload.strategy=optimizer",
+        "system.node.gpudirect_rdma=false", "system.fabric.switch_radix=8",
+        "system.fabric.oversubscription=2"]),
+    "dgx_tp8": ("llama3-8b-gh200", [
+        "system=dgx-h100", "num_gpus=16", "model.layers=4", "training.seq_len=2048",
+        "training.global_batch=16", "training.micro_batch=1", "parallelism.tp=8",
+        "training.precision=bf16", "offload.strategy=none"]),
+    "moe": ("qwen3-235b-gh200-nvl32", ["model.layers=4", "model.moe.dense_layers=0",
+                                       "training.global_batch=64"]),
+    "moe_dgx": ("qwen3-235b-gh200-nvl32", [
+        "system=dgx-h100", "num_gpus=16", "model.layers=4", "model.moe.dense_layers=0",
+        "training.global_batch=64", "parallelism.ep=8", "parallelism.tp=1"]),
+    "serving": ("llama3.1-70b-fp8-gh200-serving", ["inference.requests.count=64"]),
+    **{f"microbench:{operation}": (str(MICRO / "gh200-cpu-reads-hbm.yaml"),
+                                   [f"microbenchmark.operation={operation}"])
+       for operation in ("cpu_write_device", "gpu_write_host")},
+    **{f"microbench:{path.stem}": (str(path), [])
+       for path in sorted(MICRO.glob("*.yaml"))},
+}
+"""name: (scenario, overrides): between them, every mechanism the simulator has."""
+
+SKIP = ("schema_version",)
+
+EXPLAINED: dict[str, str] = {
+    "cpu.cpu.compute.cores": "the host's cores bound its arithmetic; a GPU's share of them is "
+    "more than the optimizer_one_core case's one core, and optimizer steps on more cores are "
+    "bound by memory",
+    "cpu.cpu.compute.kernel_launch_us": "a further launch inside one op (Transformer Engine's "
+    "per-expert GEMMs) costs host time only where the host paces the step, as in no case here",
+    "cpu.cpu.compute.flops_per_cycle_per_core.fp64": "no host work runs in FP64",
+    "gpu.gpu.compute.flops_per_clock_per_sm.fp32": "a dtype no training precision runs on "
+    "tensor cores (fp32 training runs TF32 GEMMs)",
+    "gpu.gpu.compute.flops_per_clock_per_sm.fp64": "no training precision runs FP64",
+    "gpu.gpu.compute.flops_per_clock_per_sm.fp64_tensor": "no training precision runs FP64",
+    "gpu.gpu.compute.flops_per_clock_per_sm.int8": "no training precision runs INT8",
+    "gpu.gpu.compute.flops_per_clock_per_sm.tf32": "fp32 training, the one TF32 user, needs "
+    "a tf32 GEMM efficiency the shipped parts do not give",
+    "gpu.gpu.compute.gemm_reference_k": "the reference K of a dtype without a reference shape: "
+    "every dtype run here has one",
+    "gpu.gpu.compute.attention_head_dim_efficiency.128": "the head dimension the attention "
+    "efficiency was measured at: 1 by definition (halving it is refused)",
+    "gpu.gpu.unified_memory.access_counter_threshold": "saturated: one pass counts 16,384 "
+    "accesses of 128 B on a 2 MiB page, past the 256 of the threshold whether halved or not",
+    "gpu.gpu.unified_memory.access_counter_bytes_per_access": "saturated, as the threshold",
+    "fabric.nodes_per_unit": "which leaf a rail's NICs share: at full bisection no route "
+    "changes its rate",
+    "cpu_link.bandwidth_gb_s": "traffic between a node's sockets: every placement here keeps "
+    "a GPU's host traffic on its own socket",
+}
+"""Keys (after ``system.node.`` or ``system.``) that move no case here for a stated reason."""
+
+
+def metric(reference: str, overrides: list[str]) -> str:
+    """What a key may move: a step's time, memory (peaks, capacities, fits) and host use; or a
+    served model's whole result but its echo of the inputs and its warnings (which name an
+    informational override)."""
+    scenario = load_any_scenario(reference, overrides)
+    if isinstance(scenario, ServingScenario):
+        data = dict(simulate_serving(scenario).data)
+        data.pop("inputs", None)
+        data.pop("warnings", None)
+        return json.dumps(data, sort_keys=True, default=str)
+    result = simulate(scenario)
+    return json.dumps([result.step_time_s, result.memory, result.host], sort_keys=True,
+                      default=str)
+
+
+def _leaves(value: Any, path: str) -> Iterator[tuple[str, float]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, f"{path}.{key}")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield path, float(value)
+
+
+def system_keys(reference: str, overrides: list[str]) -> dict[str, float]:
+    """Every numeric key of the scenario's resolved system (lists left out: tables)."""
+    spec = load_any_scenario(reference, overrides).spec
+    return {path: value for path, value in _leaves(spec.system.model_dump(), "system")
+            if not any(part in path for part in SKIP)}
+
+
+def scaled(value: float, factor: float) -> str:
+    """``value`` times ``factor``, kept an integer where it is one (and at least 1)."""
+    if value.is_integer() and abs(value) >= 1:
+        return str(max(1, int(value * factor)))
+    return repr(value * factor)
+
+
+def _case(args: tuple[str, str, list[str], str, float]) -> tuple[str, str, str | None]:
+    """Halve the key; where the scenario refuses half (a count that must divide the GPUs, a
+    cap below what the CPU draws), take 10 % off instead."""
+    name, reference, overrides, key, value = args
+    for factor in (0.5, 0.9):
+        setting = f"{key}={scaled(value, factor)}"
+        if setting == f"{key}={scaled(value, 1.0)}":
+            continue
+        try:
+            return name, key, metric(reference, [*overrides, setting])
+        except InputError:
+            continue
+    return name, key, None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    args = parser.parse_args()
+    base = {name: metric(ref, sets) for name, (ref, sets) in SUITE.items()}
+    cases, keys_of = [], {}
+    for name, (ref, sets) in SUITE.items():
+        keys_of[name] = system_keys(ref, sets)
+        for path, value in keys_of[name].items():
+            if value != 0:
+                cases.append((name, ref, sets, path, value))
+    moved: dict[str, set[str]] = {}
+    refused: dict[str, set[str]] = {}
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for name, key, value in pool.map(_case, cases, chunksize=8):
+            moved.setdefault(key, set())
+            if value is None:
+                refused.setdefault(key, set()).add(name)
+            elif value != base[name]:
+                moved[key].add(name)
+    dead = sorted(key for key, names in moved.items() if not names)
+    marked = [key for key in dead if informational_key(ScenarioSpec, parse_key(key))]
+    explained = {key: EXPLAINED[_short(key)] for key in dead if _short(key) in EXPLAINED}
+    suspects = [key for key in dead if key not in marked and key not in explained]
+    print(f"{len(moved)} keys halved on {len(SUITE)} scenarios ({len(cases)} runs); "
+          f"{len(dead)} moved none:")
+    print(f"  {len(marked)} marked informational in the schema (--set on one warns)")
+    print(f"  {len(explained)} for a stated reason:")
+    for key, why in explained.items():
+        print(f"    {_short(key)}: {why}")
+    print(f"  {len(suspects)} read by no mechanism, or by none this suite reaches:")
+    for key in suspects:
+        note = f" (refused on {', '.join(sorted(refused[key]))})" if key in refused else ""
+        print(f"    {key}{note}")
+    return 1 if suspects else 0
+
+
+def _short(key: str) -> str:
+    return key.removeprefix("system.").removeprefix("node.")
+
+
+def parse_key(key: str) -> tuple[str, ...]:
+    return tuple(key.split("."))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
