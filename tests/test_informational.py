@@ -19,11 +19,11 @@ ONE = ["system=gh200-single", "num_gpus=1", "model.layers=4", "training.seq_len=
        "training.global_batch=2", "training.micro_batch=1"]
 CASES = {
     # Grace's optimizer and the host link's copies
-    "gh200": ONE + ["offload.strategy=optimizer"],
+    "gh200": [*ONE, "offload.strategy=optimizer"],
     # in-place access over C2C, access-counter migration, and the system allocator's HBM rate
-    "gh200_system_memory": ONE + ["model.layers=32", "training.global_batch=1",
-                                  "offload.strategy=unified_memory",
-                                  "system.node.gpu.gpu.unified_memory.allocator=system"],
+    "gh200_system_memory": [*ONE, "model.layers=32", "training.global_batch=1",
+                            "offload.strategy=unified_memory",
+                            "system.node.gpu.gpu.unified_memory.allocator=system"],
     # NVSwitch, NICs and a fat tree, with the data-parallel traffic crossing leaves
     "dgx": ["system=dgx-h100", "num_gpus=16", "model.layers=4", "training.seq_len=2048",
             "training.global_batch=16", "parallelism.tp=8", "training.precision=bf16",

@@ -135,6 +135,19 @@ def test_layout_errors(tmp_path: Path) -> None:
         load_scenario(path, ["training.global_batch=130"])
 
 
+def test_a_sequence_longer_than_a_learned_position_embedding_is_refused() -> None:
+    """GPT-3 learned 2,048 positions: a longer sequence has no row to embed (Megatron-LM
+    asserts max_position_embeddings >= seq_length). Rotary models extend past their trained
+    context, so their max_position_embeddings bounds nothing."""
+    gpt3 = ["model=gpt3-175b", "model.layers=2", "system=gh200-single", "num_gpus=1"]
+    assert load_scenario("llama3-8b-gh200", [*gpt3, "training.seq_len=2048"])
+    with pytest.raises(LayoutError, match=r"at most model\.max_position_embeddings = 2,048") as e:
+        load_scenario("llama3-8b-gh200", [*gpt3, "training.seq_len=4096"])
+    assert (e.value.source, e.value.key_path) == ("--set training.seq_len=4096",
+                                                  "training.seq_len")
+    assert load_scenario("llama3-8b-gh200", ["model.max_position_embeddings=1024",
+                                             "training.seq_len=4096"])
+
 def test_yaml_reads_numbers_and_booleans_as_people_write_them() -> None:
     assert parse_yaml("a: 1e9\nb: 5e-3\nc: no\nd: true\ne: 1_000", "x") == {
         "a": 1e9, "b": 5e-3, "c": "no", "d": True, "e": 1000}

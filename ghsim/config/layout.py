@@ -247,12 +247,27 @@ def _expert_layout(spec: ScenarioSpec, stage_ranks: int) -> tuple[int, int, int]
     return par.ep, etp, stage_ranks // (par.ep * etp)
 
 
+def _check_positions(spec: ScenarioSpec) -> None:
+    """A learned position embedding has one row per position: a sequence cannot be longer
+    (Megatron-LM's validate_args asserts max_position_embeddings >= seq_length). Rotary
+    positions extend past the trained context, so there the model's limit is not checked."""
+    model, seq_len = spec.model, spec.training.seq_len
+    limit = model.max_position_embeddings
+    if model.position_embedding == "learned" and limit is not None and seq_len > limit:
+        raise LayoutProblem(
+            ("training", "seq_len"),
+            f"expected at most model.max_position_embeddings = {limit:,}, the rows of the "
+            f"model's learned position embedding, got {seq_len:,}",
+            related=(("model", "max_position_embeddings"), ("model", "position_embedding")))
+
+
 def derive_layout(spec: ScenarioSpec) -> Layout:
     """Check the scenario's layout and derive its sizes; raises :class:`LayoutProblem`."""
     par, training = spec.parallelism, spec.training
     if spec.num_gpus > MAX_GPUS:
         raise LayoutProblem(("num_gpus",), f"expected at most {MAX_GPUS:,} GPUs "
                             f"(ghsim.limits.MAX_GPUS), got {spec.num_gpus:,}")
+    _check_positions(spec)
     nodes, per_node = nodes_for(spec.system, spec.num_gpus)
     vp = par.vp or 1
     _check_model_split(spec, vp)
