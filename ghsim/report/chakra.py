@@ -18,7 +18,8 @@ def timeline_ranks(timeline: Timeline) -> list[TraceRank]:
         events = []
         for span in sorted(cls.spans, key=lambda s: (s.start, s.op)):
             op = cls.rank_class.ops[span.op]
-            flops = sum(k.flops for k in op.kernels()) or op.attrs.get("flops", 0.0)
+            flops = (sum(k.flops for k in op.kernels()) or op.flops  # a host op's arithmetic
+                     or op.attrs.get("flops", 0.0))  # a replayed kernel's
             start, dur = span.start * 1e6, (span.end - span.start) * 1e6
             if op.kind == "collective" or op.attrs.get("klass") == "collective":
                 event = GpuEvent(op.name, "kernel", 0, start, dur, "collective", bytes=op.bytes,
