@@ -1,4 +1,4 @@
-"""Find hardware and system keys that move no prediction: every knob a user can turn must.
+"""Find hardware and system keys that move no prediction, or move it the wrong way.
 
 Each numeric key of a scenario's resolved system (a part's compute, memory, links, unified
 memory; the node, domain and fabric) is halved, one at a time, on a suite of small scenarios
@@ -12,7 +12,10 @@ cap below what the CPU draws) loses 10 % instead.
 The keys that move nothing are sorted three ways: marked informational in the schema (``--set``
 on one warns, a sweep over one is refused; tests/test_informational.py checks that such a key
 changes no figure), moving no case for a reason stated in ``EXPLAINED``, and the rest, which
-make the script exit 1.
+make the script exit 1. So does a key that moves a case the wrong way: half a capacity (a
+bandwidth, an efficiency, a clock, a count of SMs, links or cores, a power limit) must never
+make a step faster or a served model quicker, half a cost (a latency, a launch, a gap, a
+slowdown, a fixed power draw, an oversubscription) never slower.
 
 Run: ``python tools/dead_knobs.py [-j N]`` (about 40 s on two cores).
 """
@@ -128,19 +131,30 @@ EXPLAINED: dict[str, str] = {
 """Keys (after ``system.node.`` or ``system.``) that move no case here for a stated reason."""
 
 
-def metric(reference: str, overrides: list[str]) -> str:
-    """What a key may move: a step's time, memory (peaks, capacities, fits) and host use; or a
-    served model's whole result but its echo of the inputs and its warnings (which name an
-    informational override)."""
+CAPACITIES = ("_gb_s", "_efficiency", "clock_ghz", ".sms", ".links", "line_rate_gbit_s",
+              "capacity_gib", "flops_per_clock_per_sm.bf16", "flops_per_clock_per_sm.fp16",
+              "flops_per_clock_per_sm.fp8", "flops_per_cycle_per_core.fp32", ".cores",
+              "switch_radix", "power_limit_w")
+"""Key endings of capacities: half of one never speeds a case up."""
+COSTS = ("_us", "latency_ns", "slowdown", "speed_spread", "fixed_power_w", "module_power_w",
+         "oversubscription")
+"""Key endings of costs: half of one never slows a case down."""
+
+
+def metric(reference: str, overrides: list[str]) -> tuple[str, float]:
+    """What a key may move, and the case's speed: a step's time, memory (peaks, capacities,
+    fits) and host use, and one over the step time; or a served model's whole result but its
+    echo of the inputs and its warnings (which name an informational override), and its output
+    tokens a second."""
     scenario = load_any_scenario(reference, overrides)
     if isinstance(scenario, ServingScenario):
         data = dict(simulate_serving(scenario).data)
         data.pop("inputs", None)
         data.pop("warnings", None)
-        return json.dumps(data, sort_keys=True, default=str)
+        return json.dumps(data, sort_keys=True, default=str), data["output_tokens_per_s"] or 0.0
     result = simulate(scenario)
-    return json.dumps([result.step_time_s, result.memory, result.host], sort_keys=True,
-                      default=str)
+    return (json.dumps([result.step_time_s, result.memory, result.host], sort_keys=True,
+                       default=str), 1.0 / result.step_time_s)
 
 
 def _leaves(value: Any, path: str) -> Iterator[tuple[str, float]]:
@@ -165,7 +179,8 @@ def scaled(value: float, factor: float) -> str:
     return repr(value * factor)
 
 
-def _case(args: tuple[str, str, list[str], str, float]) -> tuple[str, str, str | None]:
+def _case(args: tuple[str, str, list[str], str, float]
+          ) -> tuple[str, str, tuple[str, float] | None]:
     """Halve the key; where the scenario refuses half (a count that must divide the GPUs, a
     cap below what the CPU draws), take 10 % off instead."""
     name, reference, overrides, key, value = args
@@ -193,13 +208,20 @@ def main() -> int:
                 cases.append((name, ref, sets, path, value))
     moved: dict[str, set[str]] = {}
     refused: dict[str, set[str]] = {}
+    wrong: list[str] = []
     with ProcessPoolExecutor(args.jobs) as pool:
-        for name, key, value in pool.map(_case, cases, chunksize=8):
+        for name, key, outcome in pool.map(_case, cases, chunksize=8):
             moved.setdefault(key, set())
-            if value is None:
+            if outcome is None:
                 refused.setdefault(key, set()).add(name)
-            elif value != base[name]:
+                continue
+            if outcome[0] != base[name][0]:
                 moved[key].add(name)
+            speed, was = outcome[1], base[name][1]
+            if key.endswith(CAPACITIES) and speed > was * (1 + 1e-9):
+                wrong.append(f"{key} on {name}: half of it runs {speed / was:.4f}x as fast")
+            if key.endswith(COSTS) and speed < was * (1 - 1e-9):
+                wrong.append(f"{key} on {name}: half of it runs {speed / was:.4f}x as fast")
     dead = sorted(key for key, names in moved.items() if not names)
     marked = [key for key in dead if informational_key(ScenarioSpec, parse_key(key))]
     explained = {key: EXPLAINED[_short(key)] for key in dead if _short(key) in EXPLAINED}
@@ -214,7 +236,11 @@ def main() -> int:
     for key in suspects:
         note = f" (refused on {', '.join(sorted(refused[key]))})" if key in refused else ""
         print(f"    {key}{note}")
-    return 1 if suspects else 0
+    checked = sum(case[3].endswith(CAPACITIES + COSTS) for case in cases)
+    print(f"{len(wrong)} of {checked} halved capacities and costs moved a case the wrong way")
+    for line in wrong:
+        print(f"  {line}")
+    return 1 if suspects or wrong else 0
 
 
 def _short(key: str) -> str:
