@@ -109,6 +109,12 @@ EXPLAINED: dict[str, str] = {
     "cpu.cpu.compute.kernel_launch_us": "a further launch inside one op (Transformer Engine's "
     "per-expert GEMMs) costs host time only where the host paces the step, as in no case here",
     "cpu.cpu.compute.flops_per_cycle_per_core.fp64": "no host work runs in FP64",
+    "cpu.cpu.compute.clock_ghz": "every host op (Adam and its kin: 14 FLOP for 26-38 B) is "
+    "bound by memory on any number of cores: one Grace core streams 27 GB/s of it and "
+    "computes 99 GFLOP/s (tests/test_offload.py shows the arithmetic where the streams are "
+    "unbounded)",
+    "cpu.cpu.compute.flops_per_cycle_per_core.fp32": "as clock_ghz: host ops are bound by "
+    "memory",
     "gpu.gpu.compute.flops_per_clock_per_sm.fp32": "a dtype no training precision runs on "
     "tensor cores (fp32 training runs TF32 GEMMs)",
     "gpu.gpu.compute.flops_per_clock_per_sm.fp64": "no training precision runs FP64",

@@ -508,12 +508,14 @@ class Simulator:
             path = self.planner.host(rank_class, toward, use)
             yield self.network.transfer(path, op.bytes, owner, "offload")
         elif op.kind == "cpu":
-            seconds = self.host.cpu_compute_s(op.flops, op.attrs.get("cores"),
-                                              self.planner.sharers_of_host(rank_class))
+            cores, sharers = op.attrs.get("cores"), self.planner.sharers_of_host(rank_class)
+            seconds = self.host.cpu_compute_s(op.flops, cores, sharers)
             if op.bytes <= 0:
                 yield self.env.timeout(seconds)
-            else:
-                cap = op.bytes / seconds if seconds > 0 else float("inf")
+            else:  # the longer of its arithmetic and its traffic, at most its cores' stream
+                cap = min(op.bytes / seconds if seconds > 0 else float("inf"),
+                          self.host.cores_stream_bytes_per_s(
+                              cores, sharers, op.attrs.get("read_share", 1.0)))
                 path = self.planner.host(rank_class, "host", "cpu", cap)
                 yield self.network.transfer(path, op.bytes, owner, "cpu")
         elif op.kind == "migrate":

@@ -22,7 +22,9 @@ def microbenchmark_workload(scenario: Scenario) -> Workload:
         kernel = Kernel("stream", 0.0, nbytes, "fp32", (int(nbytes),), "stream")
         op = Op(0, "compute", "stream_hbm", "compute", body=(kernel,))
     elif operation == "stream_host":
-        op = Op(0, "cpu", "stream_host", "cpu", bytes=nbytes, attrs={"cores": None})
+        # STREAM triad: two arrays read for each written
+        op = Op(0, "cpu", "stream_host", "cpu", bytes=nbytes,
+                attrs={"cores": None, "read_share": 2 / 3})
     elif operation in ("h2d_copy", "d2h_copy"):
         direction = operation[:3]
         op = Op(0, "copy", operation, direction, bytes=nbytes, attrs={"direction": direction})

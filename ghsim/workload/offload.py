@@ -30,7 +30,7 @@ from ghsim.errors import ConfigError
 from ghsim.workload.ir import Kernel, Step
 from ghsim.workload.pages import Access, PageTable
 from ghsim.workload.stage import Chunk, StageLowering
-from ghsim.workload.states import optimizer_step_bytes
+from ghsim.workload.states import optimizer_step_bytes, optimizer_step_read_bytes
 
 ADAM_CPU_FLOPS_PER_PARAM = 14.0
 """FP32 operations of one Adam update (two moment updates, bias corrections, square root,
@@ -80,6 +80,9 @@ class OffloadPolicy:
         assert cpu is not None
         self.host_tier = "lpddr" if cpu.memory.type == "lpddr5x" else "host_ddr"
         self.step_bytes = float(optimizer_step_bytes(scenario.spec.training))
+        self.read_share = optimizer_step_read_bytes(scenario.spec.training) / self.step_bytes
+        """The share of the host optimizer's traffic that is reads (a core reads slower than
+        it writes)."""
         """Host memory traffic of one parameter's optimizer update, as on the GPU: read the
         gradient (its main_grads bytes) and the FP32 master weight and moments, write those back
         and the half-precision weight (Adam with BF16 gradients: 2 + 12 + 12 + 2 = 28 B;
@@ -128,7 +131,7 @@ class OffloadPolicy:
         down = self.copy(lw, f"{name}.grads_d2h", "d2h", grad_bytes, deps)
         step = lw.b.add("cpu", f"{name}.adam", "cpu", (down,), nbytes=params
                         * self.step_bytes, flops=params * ADAM_CPU_FLOPS_PER_PARAM,
-                        cores=self.spec.cpu_cores)
+                        cores=self.spec.cpu_cores, read_share=self.read_share)
         return self.copy(lw, f"{name}.weights_h2d", "h2d", weight_bytes, (step,)) if upload \
             else step
 
@@ -246,7 +249,8 @@ class ParamOffload(_Streaming):
         # Gradients are already in host memory and weights stay there: Adam only.
         lw.b.add("cpu", "offload.adam", "cpu", (*deps, lw.b.tails.get("d2h", -1)),
                  nbytes=params * self.step_bytes,
-                 flops=params * ADAM_CPU_FLOPS_PER_PARAM, cores=self.spec.cpu_cores)
+                 flops=params * ADAM_CPU_FLOPS_PER_PARAM, cores=self.spec.cpu_cores,
+                 read_share=self.read_share)
 
 
 @register("experts")
@@ -290,7 +294,7 @@ class ExpertOffload(ParamOffload):
         shard = total / (lw.layout.edp if lw.zero >= 1 else 1)
         lw.b.add("cpu", "offload.experts_adam", "cpu", (*deps, lw.b.tails.get("d2h", -1)),
                  nbytes=shard * self.step_bytes, flops=shard * ADAM_CPU_FLOPS_PER_PARAM,
-                 cores=self.spec.cpu_cores)
+                 cores=self.spec.cpu_cores, read_share=self.read_share)
 
 
 @register("unified_memory")

@@ -57,11 +57,20 @@ def optimizer_step_bytes(training: TrainingSpec) -> int:
     4 + 16 + 16 + 2 = 38; fp32 Adam 4 + 12 + 12 = 28. With master-weight remainders the BF16
     weight is read too (it holds the master's high bits): Adam with BF16 gradients
     2 + 2 + 10 + 10 + 2 = 26."""
-    w, g, o = bytes_per_param(training)
+    w, _, o = bytes_per_param(training)
     master = master_bytes(training)
     updated = o if master else w + o  # in fp32 the weight is the master copy
+    return optimizer_step_read_bytes(training) + updated + (w if master else 0)
+
+
+def optimizer_step_read_bytes(training: TrainingSpec) -> int:
+    """The reads of :func:`optimizer_step_bytes`: the gradient, the master weight and moments
+    (the weight itself in fp32), and with master-weight remainders the 16-bit weight. Adam
+    with FP32 gradients: 4 + 12 = 16 of its 30 B; the rest are writes."""
+    w, g, o = bytes_per_param(training)
+    updated = o if master_bytes(training) else w + o
     reads_weight = w if training.master_weights == "remainders" else 0
-    return g + reads_weight + 2 * updated + (w if master else 0)
+    return g + reads_weight + updated
 
 
 @dataclass(frozen=True)

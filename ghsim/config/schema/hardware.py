@@ -695,7 +695,19 @@ class CpuComputeSpec(Spec):
     l3_cache_mb: PositiveFloat | None = Field(
         default=None, json_schema_extra=INFORMATIONAL,
         description="Informational: there is no cache model; CPU work is costed "
-        "from peak FLOP/s and the memory's STREAM bandwidth.",
+        "from peak FLOP/s, per-core memory rates and the memory's STREAM bandwidth.",
+    )
+    core_read_gb_s: PositiveFloat | None = Field(
+        default=None, description="What one core reaches reading its local memory (one "
+        "thread streaming, measured): a core keeps only so many cache-line misses in flight. "
+        "A host op on c cores (the optimizer of an offload strategy, offload.cpu_cores) "
+        "streams its reads at most c times this, and never faster than the memory's stream "
+        "rate. Absent: a share of the cores reaches the memory's stream rate.",
+    )
+    core_write_gb_s: PositiveFloat | None = Field(
+        default=None, description="What one core reaches writing its local memory (one "
+        "thread streaming, measured); with core_read_gb_s it bounds a host op on few cores. "
+        "Absent: core_read_gb_s bounds writes too.",
     )
     kernel_issue_us: float | None = Field(
         default=None, ge=0.0, description="CPU time one core spends, in a PyTorch training "

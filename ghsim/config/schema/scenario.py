@@ -416,7 +416,9 @@ class OffloadSpec(Spec):
     )
     cpu_cores: PositiveInt | None = Field(
         default=None, description="Host cores the CPU optimizer step uses (default: this GPU's "
-        "share of the node's cores).",
+        "share of the node's cores): it runs at the slowest of their arithmetic, what they "
+        "stream of host memory (cpu.compute.core_read_gb_s / core_write_gb_s each), and the "
+        "memory's stream rate.",
     )
 
 
