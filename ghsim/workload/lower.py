@@ -320,20 +320,22 @@ class _StageLowering:
         groups = [("dp", self.layout.dp_cp, params - experts), ("edp", self.layout.edp, experts)]
         return [(g, n, p) for g, n, p in groups if n > 1 and p > 0]
 
-    def gather_params(self, chunk: Chunk, tag: str, params: float | None = None) -> int:
+    def gather_params(self, chunk: Chunk, tag: str, params: float | None = None,
+                      after: tuple[int, ...] = ()) -> int:
         """A data-parallel all-gather of the chunk's (or a bucket's) updated weights (the
         experts' over the expert data-parallel group). Under ZeRO-3 every pass gathers the
         chunk's weights (one collective of the chunk's bytes) into a workspace its end frees;
         FSDP and DeepSpeed gather a block at a time and free it after use, so a pass holds
         :meth:`resident_share` of them, its largest gradient bucket's (about a layer), and
-        the next pass's prefetch as much again."""
+        the next pass's prefetch as much again. ``after``: ops that must end first (the
+        optimizer steps whose updated shards a gather after the step collects)."""
         if self.zero == 0:
             return -1
         total = chunk.params if params is None else params
         # ZeRO-3 gathers a pass's weights while the pass before it computes (FSDP's and
         # DeepSpeed's one-ahead prefetch), not every pass's at the start of the step: after
         # the pass before that one ends.
-        ahead = (self.pass_ends[-2],) if self.zero >= 3 and len(self.pass_ends) > 1 else ()
+        ahead = (self.pass_ends[-2],) if self.zero >= 3 and len(self.pass_ends) > 1 else after
         op = -1
         for group, size, part in self._groups(chunk, total):
             nbytes = part * self.state_bytes[0]
@@ -372,7 +374,10 @@ class _StageLowering:
             deps.append(self.gather_params(chunk, f"F{p.microbatch}"))
         gathers = self.param_gather.get(chunk.index, []) if p.microbatch == 0 else []
         if self.policy.per_layer:
-            buckets, waits = [1] * chunk.layers or [0], [[*gathers]]
+            # layer by layer, each bucket's first layer waiting for that bucket's weights
+            buckets, waits = [1] * chunk.layers or [0], []
+            for count, gather in zip(reversed(self.buckets(chunk)), gathers, strict=False):
+                waits += [[gather]] + [[] for _ in range(count - 1)]
         elif gathers:
             # The first forward pass runs bucket by bucket as the prefetched weights arrive.
             buckets, waits = list(reversed(self.buckets(chunk))), [[g] for g in gathers]
@@ -555,10 +560,14 @@ class _StageLowering:
                 self.forward(p, chunk)
             else:
                 self.backward(p, chunk, final=last_backward[p.chunk] == i)
+        first = len(self.b.ops)
         self.optimizer()
         if not self.par.overlap_param_gather and self.zero in (1, 2):
+            # the shards the optimizer (on the GPU, and any the policy runs on the host)
+            # updated, gathered once it is done (Megatron's start_param_sync after step())
+            updated = tuple(range(first, len(self.b.ops)))
             for chunk in self.chunks:
-                self.gather_params(chunk, "after_step")
+                self.gather_params(chunk, "after_step", after=updated)
         replicas = self.layout.tp * self.layout.cp * self.layout.dp
         first_rank = self.stage * replicas
         return RankClass(f"stage{self.stage}", self.stage, replicas, self.b.ops,
