@@ -15,7 +15,9 @@ changes no figure), moving no case for a reason stated in ``EXPLAINED``, and the
 make the script exit 1. So does a key that moves a case the wrong way: half a capacity (a
 bandwidth, an efficiency, a clock, a count of SMs, links or cores, a power limit) must never
 make a step faster or a served model quicker, half a cost (a latency, a launch, a gap, a
-slowdown, a fixed power draw, an oversubscription) never slower.
+slowdown, a fixed power draw, an oversubscription) never slower. And so does a scenario knob
+turned toward more work (a larger batch, sequence or model, more recomputation, an overlap
+turned off, eager kernels, a costlier optimizer: ``SLOWER``) that speeds a training step up.
 
 Run: ``python tools/dead_knobs.py [-j N]`` (about 40 s on two cores).
 """
@@ -101,6 +103,48 @@ SUITE: dict[str, tuple[str, list[str]]] = {
 """name: (scenario, overrides): between them, every mechanism the simulator has."""
 
 SKIP = ("schema_version",)
+
+QUAD = ["system=gh200-quad", "model.layers=8", "training.seq_len=2048", "training.micro_batch=1",
+        "offload.strategy=none"]
+KNOB_SUITE: dict[str, tuple[str, list[str]]] = {
+    name: SUITE[name] for name in ("compute", "optimizer", "params", "activations", "fp8",
+                                   "moe")} | {
+    "tp_pp_sp": ("llama3-8b-gh200", [*QUAD, "num_gpus=32", "training.global_batch=64",
+                                     "parallelism.tp=4", "parallelism.pp=2",
+                                     "parallelism.sequence_parallel=true",
+                                     "parallelism.zero_stage=1",
+                                     "parallelism.recompute=selective"]),
+    "interleaved": ("llama3-8b-gh200", [*QUAD, "num_gpus=16", "training.global_batch=32",
+                                        "parallelism.tp=2", "parallelism.pp=4",
+                                        "parallelism.vp=2", "parallelism.recompute=none"]),
+    "context": ("llama3-8b-gh200", [*QUAD, "num_gpus=8", "training.seq_len=8192",
+                                    "training.global_batch=8", "parallelism.cp=2",
+                                    "parallelism.tp=2"]),
+}
+"""Training scenarios for the scenario knobs: one GPU with each offload strategy and FP8,
+tensor, pipeline (interleaved), context and data parallelism over quad GH200 nodes, and MoE."""
+SLOWER: list[tuple[str, str | None, str]] = [
+    *((key, None, "x2") for key in ("training.global_batch", "training.seq_len", "model.layers",
+                                    "model.hidden", "model.ffn_hidden", "model.vocab",
+                                    "model.kv_heads")),
+    ("parallelism.recompute", "none", "selective"), ("parallelism.recompute", "selective", "full"),
+    ("parallelism.overlap_grad_reduce", "true", "false"),
+    ("parallelism.overlap_param_gather", "true", "false"),
+    ("parallelism.tp_comm_overlap", "true", "false"),
+    ("parallelism.moe_a2a_overlap", "true", "false"), ("parallelism.zero_stage", "1", "3"),
+    ("training.cuda_graphs", "true", "false"), ("training.cross_entropy_fusion", "true", "false"),
+    ("training.grad_nan_check", "false", "true"), ("training.main_grads", "bf16", "fp32"),
+    ("training.optimizer", "adam", "ademamix"), ("training.attention", "flash", "standard"),
+    *(("training.eager_ops", "[]", f"[{op}]") for op in ("norm", "rope", "activation",
+                                                          "residual", "bias")),
+    ("model.qk_norm", "false", "true"), ("model.bias", "false", "true"),
+    ("model.mtp_layers", "0", "1"), ("offload.prefetch_layers", "2", "1"),
+    ("offload.fraction", "0.5", "1.0"),
+]
+"""Scenario knobs whose direction is known: the step with the second value ("x2": twice the
+scenario's) never runs faster than with the first (None: the scenario's own)."""
+KNOB_TOLERANCE = 1e-3
+"""Megatron's gradient buckets cost a little host time at dp 1 too (a 1e-4 effect)."""
 
 EXPLAINED: dict[str, str] = {
     "cpu.cpu.compute.cores": "the host's cores bound its arithmetic; a GPU's share of them is "
@@ -201,10 +245,50 @@ def _case(args: tuple[str, str, list[str], str, float]
     return name, key, None
 
 
+def _knob_case(args: tuple[str, str, list[str], str, str | None, str]
+               ) -> tuple[str, str, str | None, str, float, float] | None:
+    """The speeds of a scenario with a knob at its two values; None where either is refused
+    (a layout the knob's value does not fit, a knob the scenario has no use for)."""
+    name, reference, overrides, key, low, high = args
+    try:
+        if high == "x2":
+            value: Any = load_any_scenario(reference, overrides).spec
+            for part in key.split("."):
+                value = getattr(value, part)
+            high = str(2 * value)
+        first = metric(reference, [*overrides, *([f"{key}={low}"] if low else [])])[1]
+        second = metric(reference, [*overrides, f"{key}={high}"])[1]
+    except InputError:
+        return None
+    return name, key, low, high, first, second
+
+
+def knob_directions(jobs: int) -> int:
+    """Check the scenario knobs of :data:`SLOWER`; print what runs the wrong way and return
+    how many did."""
+    cases = [(name, ref, sets, key, low, high) for name, (ref, sets) in KNOB_SUITE.items()
+             for key, low, high in SLOWER]
+    wrong, compared = [], 0
+    with ProcessPoolExecutor(jobs) as pool:
+        for outcome in pool.map(_knob_case, cases, chunksize=4):
+            if outcome is None:
+                continue
+            compared += 1
+            name, key, low, high, first, second = outcome
+            if second > first * (1 + KNOB_TOLERANCE):
+                wrong.append(f"{key} {low or 'as given'} -> {high} on {name}: "
+                             f"{second / first:.4f}x as fast")
+    print(f"{len(wrong)} of {compared} scenario knobs turned toward more work ran faster")
+    for line in wrong:
+        print(f"  {line}")
+    return len(wrong)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-j", "--jobs", type=int, default=2)
     args = parser.parse_args()
+    knobs_wrong = knob_directions(args.jobs)
     base = {name: metric(ref, sets) for name, (ref, sets) in SUITE.items()}
     cases, keys_of = [], {}
     for name, (ref, sets) in SUITE.items():
@@ -246,7 +330,7 @@ def main() -> int:
     print(f"{len(wrong)} of {checked} halved capacities and costs moved a case the wrong way")
     for line in wrong:
         print(f"  {line}")
-    return 1 if suspects or wrong else 0
+    return 1 if suspects or wrong or knobs_wrong else 0
 
 
 def _short(key: str) -> str:
