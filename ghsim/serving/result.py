@@ -157,10 +157,15 @@ def _advice(scenario: ServingScenario, bottleneck: dict[str, Any],
 def _arrival_window_rate(run: EngineRun, measured: list[Request], fallback: float) -> float:
     """Tokens returned per second while requests were still arriving: the steady state of a
     server or of closed-loop clients (stable: rate x mean output; overloaded: the capacity),
-    without the start-up and the drain after the last arrival."""
+    without the start-up and the drain after the last arrival. Where the arrivals span less
+    than a request's mean life (a few clients in lockstep, whose requests all arrive in one
+    burst) that window holds no steady state, and ``fallback`` is taken: the measured
+    requests' tokens over the time from the first one's arrival to the last one's finish,
+    genai-perf's benchmark duration."""
     start = min(r.arrival_s for r in measured)
     end = max(r.arrival_s for r in measured)
-    if end <= start:
+    life = sum(r.finish_s - r.arrival_s for r in measured) / len(measured)
+    if end - start < life:
         return fallback
     log = run.iterations
     tokens = sum(n for t, n in zip(log.start_s, log.tokens_out, strict=True) if start <= t < end)
