@@ -17,7 +17,8 @@ bandwidth, an efficiency, a clock, a count of SMs, links or cores, a power limit
 make a step faster or a served model quicker, half a cost (a latency, a launch, a gap, a
 slowdown, a fixed power draw, an oversubscription) never slower. And so does a scenario knob
 turned toward more work (a larger batch, sequence or model, more recomputation, an overlap
-turned off, eager kernels, a costlier optimizer: ``SLOWER``) that speeds a training step up.
+turned off, eager kernels, a costlier optimizer, longer prompts, less KV cache: ``SLOWER``)
+that speeds a training step or a served model up.
 
 Run: ``python tools/dead_knobs.py [-j N]`` (about 40 s on two cores).
 """
@@ -120,9 +121,16 @@ KNOB_SUITE: dict[str, tuple[str, list[str]]] = {
     "context": ("llama3-8b-gh200", [*QUAD, "num_gpus=8", "training.seq_len=8192",
                                     "training.global_batch=8", "parallelism.cp=2",
                                     "parallelism.tp=2"]),
+    "offline": ("llama3.1-70b-fp8-gh200-serving", ["inference.requests.count=256"]),
+    "server": ("llama3.1-70b-fp8-gh200-serving", ["inference.requests.count=400",
+                                                  "inference.requests.arrival=poisson",
+                                                  "inference.requests.rate_per_s=4.0"]),
+    "kv_in_place": ("llama3.1-70b-fp8-gh200-long-context", ["inference.requests.count=40"]),
 }
-"""Training scenarios for the scenario knobs: one GPU with each offload strategy and FP8,
-tensor, pipeline (interleaved), context and data parallelism over quad GH200 nodes, and MoE."""
+"""Scenarios for the scenario knobs: one GPU with each offload strategy and FP8, tensor,
+pipeline (interleaved), context and data parallelism over quad GH200 nodes, and MoE; a served
+model offline, under Poisson arrivals, and with 100k-token prompts whose KV cache GPUs read in
+place from LPDDR5X."""
 SLOWER: list[tuple[str, str | None, str]] = [
     *((key, None, "x2") for key in ("training.global_batch", "training.seq_len", "model.layers",
                                     "model.hidden", "model.ffn_hidden", "model.vocab",
@@ -140,9 +148,13 @@ SLOWER: list[tuple[str, str | None, str]] = [
     ("model.qk_norm", "false", "true"), ("model.bias", "false", "true"),
     ("model.mtp_layers", "0", "1"), ("offload.prefetch_layers", "2", "1"),
     ("offload.fraction", "0.5", "1.0"),
+    ("inference.requests.input_tokens", None, "x2"),
+    ("inference.scheduler.kv_memory_fraction", "0.9", "0.5"),
 ]
 """Scenario knobs whose direction is known: the step with the second value ("x2": twice the
-scenario's) never runs faster than with the first (None: the scenario's own)."""
+scenario's) never runs faster than with the first (None: the scenario's own); a served model
+never returns more output tokens a second. (Longer outputs may: each request's prompt is then
+a smaller share of its work.)"""
 KNOB_TOLERANCE = 1e-3
 """Megatron's gradient buckets cost a little host time at dp 1 too (a 1e-4 effect)."""
 
@@ -254,7 +266,9 @@ def _knob_case(args: tuple[str, str, list[str], str, str | None, str]
         if high == "x2":
             value: Any = load_any_scenario(reference, overrides).spec
             for part in key.split("."):
-                value = getattr(value, part)
+                value = getattr(value, part, None)  # None: not a key of this kind of run
+            if not isinstance(value, int):
+                return None
             high = str(2 * value)
         first = metric(reference, [*overrides, *([f"{key}={low}"] if low else [])])[1]
         second = metric(reference, [*overrides, f"{key}={high}"])[1]
