@@ -117,3 +117,26 @@ def test_the_schema_marks_them_for_editors(capsys: pytest.CaptureFixture[str]) -
     assert {"l2_cache_mb", "max_clock_ghz", "read_efficiency", "latency_ns",
             "gpu_host_latency_ns", "system_page_kib", "nccl_link_bandwidth_gb_s"} <= marked
     assert "peak_bandwidth_gb_s" not in marked and "stream_efficiency" not in marked
+
+
+def test_a_case_may_set_one_as_a_label_and_its_point_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A grid axis over an informational key studies nothing and is refused; a case may set
+    one beside the keys that make it differ, as a label. Only the key of an override is read
+    again to say so, so a value YAML would not take back (a name with a bracket) is no
+    trouble."""
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("schema_version: 1\nkind: sweep\nname: labelled\nbase: llama3-8b-gh200\n"
+                     "cases:\n  - {system.node.gpu.gpu.compute.architecture: '[capped',"
+                     " training.global_batch: 16}\n  - {training.global_batch: 32}\n")
+    assert main(["sweep", str(sweep), "--json", "-o", str(tmp_path / "out")]) == 0
+    points = json.loads(capsys.readouterr().out)["results"]
+    assert [p.get("error") for p in points] == [None, None]
+    assert points[0]["step_time_s"] == pytest.approx(points[1]["step_time_s"] / 2, rel=0.05)
+    scenario = load_scenario("llama3-8b-gh200", [
+        "system.node.gpu.gpu.compute.architecture=hopper [capped]"])
+    assert scenario.spec.system.node.gpu.gpu is not None
+    assert scenario.spec.system.node.gpu.gpu.compute.architecture == "hopper [capped]"
+    warnings = simulate(scenario).warnings
+    assert any(w.startswith("system.node.gpu.gpu.compute.architecture=hopper [capped] "
+                            "changes no figure") for w in warnings)

@@ -11,7 +11,7 @@ from typing import TypeVar
 from ghsim.config.cursor import format_path, informational_key
 from ghsim.config.layout import Layout, LayoutProblem, derive_layout
 from ghsim.config.loader import load_tree
-from ghsim.config.overrides import parse_override
+from ghsim.config.overrides import parse_key_path
 from ghsim.config.schema import (
     DocumentSpec,
     HardwareSpec,
@@ -24,7 +24,7 @@ from ghsim.config.schema import (
 )
 from ghsim.config.search import display, locate_any, not_found_any_message
 from ghsim.config.serving_layout import ServingScenario, derive_serving_layout
-from ghsim.errors import ConfigError, InputError, LayoutError
+from ghsim.errors import ConfigError, InputError, LayoutError, OverrideError
 
 SpecT = TypeVar("SpecT", bound=DocumentSpec)
 
@@ -145,8 +145,12 @@ def unread_overrides(scenario: Scenario | ServingScenario) -> list[str]:
     label, a boost clock, a latency only routes show): it changes no figure."""
     warnings = []
     for text in scenario.overrides:
-        path = parse_override(text).path
+        key = text.partition("=")[0].strip()  # the value was read already; only the key counts
+        try:
+            path = parse_key_path(key, text)
+        except OverrideError:
+            continue
         if informational_key(type(scenario.spec), path):
-            warnings.append(f"--set {text} changes no figure: {format_path(path)} is "
+            warnings.append(f"{text} changes no figure: {format_path(path)} is "
                             "informational (nothing in the simulation reads it)")
     return warnings

@@ -152,8 +152,11 @@ def _filter_lookup(scenario: AnyScenarioValue) -> Any:
     return lookup_in(data)
 
 
-def _check_axis(sweep: Sweep, where: str, key: str, values: list[Any]) -> None:
-    """An axis names a key of the scenario schema and each of its values loads on the base."""
+def _check_axis(sweep: Sweep, where: str, key: str, values: list[Any],
+                grid: bool = True) -> None:
+    """An axis names a key of the scenario schema and each of its values loads on the base; a
+    grid axis names a key some mechanism reads (a case may also set an informational one, as
+    a label beside the keys that make it differ: its points carry the warning)."""
     try:
         path = parse_key_path(key, sweep.source)
     except OverrideError:
@@ -162,7 +165,7 @@ def _check_axis(sweep: Sweep, where: str, key: str, values: list[Any]) -> None:
         if slot_at(sweep.root, path[:depth]) is None:
             hint = describe({"type": "extra_forbidden", "loc": path[:depth]}, sweep.root)
             raise ConfigError(sweep.source, where, hint)
-    if informational_key(sweep.root, path):
+    if grid and informational_key(sweep.root, path):
         raise ConfigError(sweep.source, where, f"{key} is informational (nothing in the "
                           "simulation reads it), so every point would give the same figures; "
                           "expected a key a mechanism reads")
@@ -222,7 +225,7 @@ def load_sweep(reference: str | Path) -> Sweep:
         _check_axis(sweep, f"grid.{key}", key, values)
     for index, case in enumerate(spec.cases):
         for key, value in case.items():
-            _check_axis(sweep, f"cases[{index}].{key}", key, [value])
+            _check_axis(sweep, f"cases[{index}].{key}", key, [value], grid=False)
     if not spec.grid and not spec.cases:
         raise ConfigError(sweep.source, "grid", "expected a grid or cases to vary")
     return sweep
