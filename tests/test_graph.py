@@ -6,7 +6,7 @@ import pytest
 
 from ghsim import units
 from ghsim.config import load_system
-from ghsim.errors import LayoutError
+from ghsim.errors import InputError, LayoutError
 from ghsim.hardware import Endpoint, build_graph, size_fat_tree, system_totals
 
 
@@ -103,6 +103,19 @@ def test_partial_node_and_bad_sizes() -> None:
         build_graph(load_system("dgx-h100"), 3)
     with pytest.raises(IndexError):
         graph.gpu(4)
+
+
+def test_gpus_left_without_a_path_to_each_other_are_refused_at_load() -> None:
+    """A DGX H100 without its NVSwitches: GPUs 3 and 4 sit on different CPUs that the file
+    joins by no cpu_link, so no route exists (a tensor-parallel group over them had stopped in
+    a ValueError traceback). The node is refused where the override is given; a quad GH200,
+    whose Graces are linked, routes over them instead."""
+    with pytest.raises(InputError, match="no path to each other: expected a cpu_link") as e:
+        load_system("dgx-h100", ["node.nvlink.topology=none"])
+    assert e.value.source == "--set node.nvlink.topology=none"
+    graph = build_graph(load_system("gh200-quad", ["node.nvlink.topology=none"]), 4)
+    assert [hop.kind for hop in graph.route(graph.gpu(0), graph.gpu(1)).hops] == [
+        "c2c", "c2c", "c2c"]
 
 
 @pytest.mark.parametrize("name", ["dgx-h100", "gh200-single", "dgx-gh200", "gh200-quad"])

@@ -130,6 +130,11 @@ class NodeSpec(Spec):
         if self.nics and self.nic_attach == "gpu" and self.nics < self.gpus:
             raise ValueError(f"nic_attach 'gpu' puts a NIC beside each GPU: expected nics >= "
                              f"gpus ({self.gpus}), got {self.nics} (or nic_attach 'cpu')")
+        if (self.nvlink.topology == "none" and self.gpus > 1 and self.cpus > 1
+                and self.cpu_link is None):
+            raise ValueError(f"nvlink.topology 'none' leaves GPUs on different CPUs of the "
+                             f"node no path to each other: expected a cpu_link between its "
+                             f"{self.cpus} CPUs (UPI, xGMI, C2C), or NVLink")
         gpu = self.gpu.gpu
         uses_nvlink = self.nvlink.topology != "none" and self.gpus > 1
         if uses_nvlink and gpu is not None and gpu.nvlink is None:
