@@ -766,7 +766,10 @@ class NicSpec(Spec):
     ALTERNATIVES = (("nccl_busbw_gb_s", "nccl_efficiency"),)
 
     model: Name
-    protocol: Literal["infiniband", "ethernet", "slingshot"]
+    protocol: Literal["infiniband", "ethernet", "slingshot"] = Field(
+        json_schema_extra=INFORMATIONAL, description="Informational: a NIC's rate is "
+        "line_rate_gbit_s times its measured NCCL efficiency, and its latency "
+        "collective_latency_us, whatever the protocol.")
     line_rate_gbit_s: PositiveFloat = Field(
         description="Per direction; the capacity nccl_efficiency multiplies (in bytes: / 8)."
     )

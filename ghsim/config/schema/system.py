@@ -45,7 +45,9 @@ class NodeNvlinkSpec(Spec):
 class CpuLinkSpec(Spec):
     """The link between the CPU sockets of a node (UPI, xGMI, Grace-to-Grace NVLink-C2C)."""
 
-    type: Literal["upi", "xgmi", "c2c"]
+    type: Literal["upi", "xgmi", "c2c"] = Field(
+        json_schema_extra=INFORMATIONAL, description="Informational: the link's rate is "
+        "bandwidth_gb_s, whatever its kind.")
     bandwidth_gb_s: PositiveFloat = Field(description="Per direction.")
     latency_ns: PositiveFloat | None = Field(
         default=None, json_schema_extra=INFORMATIONAL,
