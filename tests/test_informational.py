@@ -4,15 +4,14 @@ changes no figure and says so, a sweep over one is refused, and editors see the 
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Any, get_args
 
 import pytest
 
 from ghsim.cli import main
 from ghsim.config import load_any_scenario, load_scenario
-from ghsim.config.cursor import KeyPath, Slot, format_path, informational_key, slot_at
+from ghsim.config.cursor import KeyPath, format_path, informational_key, slot_at
 from ghsim.config.schema import ScenarioSpec
 from ghsim.engine.simulate import simulate
 
@@ -48,22 +47,13 @@ def informational_settings(overrides: list[str]) -> list[str]:
     for path, value in _leaves(spec.system.model_dump(), ("system",)):
         if value is None or not informational_key(ScenarioSpec, path):
             continue
-        choices = get_args(_bare(slot_at(ScenarioSpec, path)))
+        slot = slot_at(ScenarioSpec, path)
+        choices = get_args(slot.bare) if slot is not None else ()
         changed = (next(c for c in choices if c != value) if choices and isinstance(value, str)
                    else "other" if isinstance(value, str)
                    else max(1, value // 2) if isinstance(value, int) else value / 2)
         settings.append(f"{format_path(path)}={changed}")
     return settings
-
-
-def _bare(slot: Slot | None) -> Any:
-    """A slot's type without ``Annotated`` and ``| None``: a ``Literal``'s choices show."""
-    annotation = slot.annotation if slot is not None else None
-    while get_origin(annotation) is Annotated or (
-            get_origin(annotation) in (Union, types.UnionType)):
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        annotation = args[0]
-    return annotation
 
 
 def _figures(overrides: list[str]) -> tuple[float, Any, Any, Any]:

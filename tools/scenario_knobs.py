@@ -19,19 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import types
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dead_knobs import ONE, QUAD, metric
+from dead_knobs import KNOB_SUITE, ONE, metric
 
 from ghsim.config import load_any_scenario
-from ghsim.config.cursor import slot_at
+from ghsim.config.cursor import Slot, slot_at
 from ghsim.errors import InputError
 
 MOE = ["model.layers=4", "model.moe.dense_layers=0", "training.global_batch=64"]
@@ -54,17 +53,7 @@ SUITE: dict[str, tuple[str, list[str]]] = {
     "gpt3": ("llama3-8b-gh200", ["model=gpt3-175b", "model.layers=2", "system=gh200-single",
                                  "num_gpus=1", "training.seq_len=2048",
                                  "training.global_batch=1"]),
-    "tp_pp_sp": ("llama3-8b-gh200", [*QUAD, "num_gpus=32", "training.global_batch=64",
-                                     "parallelism.tp=4", "parallelism.pp=2",
-                                     "parallelism.sequence_parallel=true",
-                                     "parallelism.zero_stage=1",
-                                     "parallelism.recompute=selective"]),
-    "interleaved": ("llama3-8b-gh200", [*QUAD, "num_gpus=16", "training.global_batch=32",
-                                        "parallelism.tp=2", "parallelism.pp=4",
-                                        "parallelism.vp=2", "parallelism.recompute=none"]),
-    "context": ("llama3-8b-gh200", [*QUAD, "num_gpus=8", "training.seq_len=8192",
-                                    "training.global_batch=8", "parallelism.cp=2",
-                                    "parallelism.tp=2"]),
+    **{name: KNOB_SUITE[name] for name in ("tp_pp_sp", "interleaved", "context")},
     "moe": ("qwen3-235b-gh200-nvl32", MOE),
     "moe_measured": ("qwen3-235b-gh200-nvl32", [*MOE, "model.moe.routing=measured",
                                                 "model.moe.imbalance=1.5",
@@ -110,24 +99,10 @@ EXPLAINED: dict[str, str] = {
 """Keys that move no case here, and why."""
 
 
-def _strip(annotation: Any) -> Any:
-    while True:
-        origin = get_origin(annotation)
-        if origin is Annotated:
-            annotation = get_args(annotation)[0]
-        elif origin in (Union, types.UnionType):
-            members = [a for a in get_args(annotation) if a is not type(None)]
-            if len(members) != 1:
-                return annotation
-            annotation = members[0]
-        else:
-            return annotation
-
-
 def other_values(root: type, path: tuple[str, ...], value: Any) -> list[str]:
     """The values to try at ``path``, as --set text."""
     slot = slot_at(root, path)
-    kind = _strip(slot.annotation) if slot is not None else None
+    kind = slot.bare if slot is not None else None
     if isinstance(value, bool):
         return [str(not value).lower()]
     if get_origin(kind) is Literal:
@@ -142,7 +117,7 @@ def other_values(root: type, path: tuple[str, ...], value: Any) -> list[str]:
                                         float: ["0.5", "10.0"]}
         return absent.get(kind, [])
     if isinstance(value, list) and get_origin(kind) is list:
-        inner = _strip(get_args(kind)[0])
+        inner = Slot(get_args(kind)[0]).bare
         if get_origin(inner) is Literal:
             return [f"[{choice}]" for choice in get_args(inner)]
     return []

@@ -44,9 +44,15 @@ class Slot:
         return _model_of(self.annotation)
 
     @property
+    def bare(self) -> Any:
+        """The type here without ``Annotated`` and ``X | None`` (a ``Literal``'s choices show
+        through ``get_args``)."""
+        return _strip(self.annotation)
+
+    @property
     def keyed_by_numbers(self) -> bool:
         """Whether a mapping here has integer keys (a head dimension's rate)."""
-        bare = _strip(self.annotation)
+        bare = self.bare
         return get_origin(bare) is dict and _strip(get_args(bare)[0]) is int
 
     def keys(self) -> list[str]:
