@@ -27,7 +27,7 @@ def calibration_file() -> Path:
 
 
 SLOWEST_FIRST = ("test_calibration.py", "test_accuracy_sets.py", "test_serving.py",
-                 "test_hostile.py", "test_import.py", "test_sweep.py", "test_dead_knobs.py")
+                 "test_hostile.py", "test_import.py", "test_sweep.py")
 """Modules that simulate whole validation sets or run many subprocesses, in the order they
 should start: pytest-xdist (``--dist loadscope --no-loadscope-reorder``, pyproject.toml)
 hands its workers whole modules in collection order, and a long module started last would

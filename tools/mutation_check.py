@@ -44,7 +44,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BY_HAND = "tests/test_by_hand.py"
-SLOW_LAST = ("tests/test_import.py", "tests/test_sweep.py", "tests/test_calibration.py")
+SLOW_LAST = ("tests/test_import.py", "tests/test_sweep.py", "tests/test_calibration.py",
+             "tests/test_dead_knobs.py")
 """Test files that take longest; they run after the others."""
 NOT_A_MODEL_TEST = "tests/test_mutation_list.py"
 """Checks that each sabotage's original text is in the code, so it fails under every sabotage
