@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ghsim.config import load_any_scenario
 from ghsim.config.cursor import informational_key
+from ghsim.config.overrides import parse_key_path
 from ghsim.config.schema import ScenarioSpec
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.engine.simulate import simulate
@@ -219,19 +220,22 @@ def metric(reference: str, overrides: list[str]) -> tuple[str, float]:
                        default=str), 1.0 / result.step_time_s)
 
 
-def _leaves(value: Any, path: str) -> Iterator[tuple[str, float]]:
+def leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every value below the mappings of a dumped spec (a list is one value), with its path."""
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from _leaves(item, f"{path}.{key}")
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield path, float(value)
+            yield from leaves(item, (*path, str(key)))
+    else:
+        yield path, value
 
 
 def system_keys(reference: str, overrides: list[str]) -> dict[str, float]:
     """Every numeric key of the scenario's resolved system (lists left out: tables)."""
     spec = load_any_scenario(reference, overrides).spec
-    return {path: value for path, value in _leaves(spec.system.model_dump(), "system")
-            if not any(part in path for part in SKIP)}
+    return {".".join(path): float(value)
+            for path, value in leaves(spec.system.model_dump(), ("system",))
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+            and not any(part in SKIP for part in path)}
 
 
 def scaled(value: float, factor: float) -> str:
@@ -327,7 +331,8 @@ def main() -> int:
             if key.endswith(COSTS) and speed < was * (1 - 1e-9):
                 wrong.append(f"{key} on {name}: half of it runs {speed / was:.4f}x as fast")
     dead = sorted(key for key, names in moved.items() if not names)
-    marked = [key for key in dead if informational_key(ScenarioSpec, parse_key(key))]
+    marked = [key for key in dead
+              if informational_key(ScenarioSpec, parse_key_path(key, "dead_knobs"))]
     explained = {key: EXPLAINED[_short(key)] for key in dead if _short(key) in EXPLAINED}
     suspects = [key for key in dead if key not in marked and key not in explained]
     print(f"{len(moved)} keys halved on {len(SUITE)} scenarios ({len(cases)} runs); "
@@ -350,9 +355,6 @@ def main() -> int:
 def _short(key: str) -> str:
     return key.removeprefix("system.").removeprefix("node.")
 
-
-def parse_key(key: str) -> tuple[str, ...]:
-    return tuple(key.split("."))
 
 
 if __name__ == "__main__":

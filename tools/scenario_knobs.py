@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -27,7 +26,8 @@ from typing import Any, Literal, get_args, get_origin
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dead_knobs import KNOB_SUITE, ONE, metric
+from dead_knobs import KNOB_SUITE, ONE, leaves, metric
+from dead_knobs import SUITE as HARDWARE_SUITE
 
 from ghsim.config import load_any_scenario
 from ghsim.config.cursor import Slot, slot_at
@@ -35,12 +35,8 @@ from ghsim.errors import InputError
 
 MOE = ["model.layers=4", "model.moe.dense_layers=0", "training.global_batch=64"]
 SUITE: dict[str, tuple[str, list[str]]] = {
-    "dense": ("llama3-8b-gh200", [*ONE, "offload.strategy=none"]),
-    "optimizer": ("llama3-8b-gh200", [*ONE, "offload.strategy=optimizer"]),
-    "params": ("llama3-8b-gh200", [*ONE, "offload.strategy=params"]),
-    "activations": ("llama3-8b-gh200", [*ONE, "offload.strategy=activations"]),
-    "fp8": ("llama3-8b-gh200", [*ONE, "offload.strategy=none", "training.precision=fp8"]),
-    "fp16": ("llama3-8b-gh200", [*ONE, "offload.strategy=none", "training.precision=fp16"]),
+    **{name: HARDWARE_SUITE[name] for name in ("compute", "optimizer", "params", "activations",
+                                               "fp8", "fp16")},
     "documents": ("llama3-8b-gh200", [*ONE, "offload.strategy=none",
                                       "training.attention_mask=document",
                                       "training.mean_document_tokens=512"]),
@@ -54,7 +50,7 @@ SUITE: dict[str, tuple[str, list[str]]] = {
                                  "num_gpus=1", "training.seq_len=2048",
                                  "training.global_batch=1"]),
     **{name: KNOB_SUITE[name] for name in ("tp_pp_sp", "interleaved", "context")},
-    "moe": ("qwen3-235b-gh200-nvl32", MOE),
+    "moe": HARDWARE_SUITE["moe"],
     "moe_measured": ("qwen3-235b-gh200-nvl32", [*MOE, "model.moe.routing=measured",
                                                 "model.moe.imbalance=1.5",
                                                 "model.moe.imbalance_source=a profile"]),
@@ -123,15 +119,6 @@ def other_values(root: type, path: tuple[str, ...], value: Any) -> list[str]:
     return []
 
 
-def _leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key not in SKIP:
-                yield from _leaves(item, (*path, key))
-    else:
-        yield path, value
-
-
 def _case(args: tuple[str, str, list[str], str, list[str]]
           ) -> tuple[str, str, list[str | None]]:
     name, reference, overrides, key, values = args
@@ -152,7 +139,9 @@ def main() -> int:
     cases = []
     for name, (ref, sets) in SUITE.items():
         spec = load_any_scenario(ref, sets).spec
-        for path, value in _leaves(spec.model_dump()):
+        for path, value in leaves(spec.model_dump()):
+            if any(part in SKIP for part in path):
+                continue
             values = other_values(type(spec), path, value)
             if values:
                 cases.append((name, ref, sets, ".".join(path), values))

@@ -24,7 +24,7 @@ from ghsim.config.schema import (
 )
 from ghsim.config.search import display, locate_any, not_found_any_message
 from ghsim.config.serving_layout import ServingScenario, derive_serving_layout
-from ghsim.errors import ConfigError, InputError, LayoutError, OverrideError
+from ghsim.errors import ConfigError, InputError, LayoutError
 
 SpecT = TypeVar("SpecT", bound=DocumentSpec)
 
@@ -145,11 +145,8 @@ def unread_overrides(scenario: Scenario | ServingScenario) -> list[str]:
     label, a boost clock, a latency only routes show): it changes no figure."""
     warnings = []
     for text in scenario.overrides:
-        key = text.partition("=")[0].strip()  # the value was read already; only the key counts
-        try:
-            path = parse_key_path(key, text)
-        except OverrideError:
-            continue
+        # the value was read already, and the key parsed when it was applied: only the key
+        path = parse_key_path(text.partition("=")[0].strip(), text)
         if informational_key(type(scenario.spec), path):
             warnings.append(f"{text} changes no figure: {format_path(path)} is "
                             "informational (nothing in the simulation reads it)")

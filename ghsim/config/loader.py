@@ -172,9 +172,10 @@ class _Tree:
         container = container_at(self.data, override)
         self._replace_alternative(override, container)
         last = override.path[-1]
-        holder = slot_at(self.root, override.path[:-1])
-        if isinstance(last, str) and last.isdigit() and holder and holder.keyed_by_numbers:
-            last = int(last)  # YAML reads a key 64: as the number, and so does the schema
+        if isinstance(last, str) and last.isdigit():
+            holder = slot_at(self.root, override.path[:-1])
+            if holder is not None and holder.keyed_by_numbers:
+                last = int(last)  # YAML reads a key 64: as the number, and so does the schema
         container[last] = override.value  # type: ignore[index]
         self.overrides.append((override.path, override.label))
         # the files that gave the replaced value give nothing under it any more

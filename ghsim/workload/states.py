@@ -57,20 +57,23 @@ def optimizer_step_bytes(training: TrainingSpec) -> int:
     4 + 16 + 16 + 2 = 38; fp32 Adam 4 + 12 + 12 = 28. With master-weight remainders the BF16
     weight is read too (it holds the master's high bits): Adam with BF16 gradients
     2 + 2 + 10 + 10 + 2 = 26."""
-    w, _, o = bytes_per_param(training)
-    master = master_bytes(training)
-    updated = o if master else w + o  # in fp32 the weight is the master copy
-    return optimizer_step_read_bytes(training) + updated + (w if master else 0)
+    return sum(_step_traffic(training))
 
 
 def optimizer_step_read_bytes(training: TrainingSpec) -> int:
     """The reads of :func:`optimizer_step_bytes`: the gradient, the master weight and moments
     (the weight itself in fp32), and with master-weight remainders the 16-bit weight. Adam
     with FP32 gradients: 4 + 12 = 16 of its 30 B; the rest are writes."""
+    return _step_traffic(training)[0]
+
+
+def _step_traffic(training: TrainingSpec) -> tuple[int, int]:
+    """One parameter's optimizer step: (bytes read, bytes written)."""
     w, g, o = bytes_per_param(training)
-    updated = o if master_bytes(training) else w + o
+    master = master_bytes(training)
+    updated = o if master else w + o  # in fp32 the weight is the master copy
     reads_weight = w if training.master_weights == "remainders" else 0
-    return g + reads_weight + updated
+    return g + reads_weight + updated, updated + (w if master else 0)
 
 
 @dataclass(frozen=True)
