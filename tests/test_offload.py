@@ -117,6 +117,10 @@ def test_the_host_optimizer_counts_its_cores_by_hand() -> None:
     assert cpu_s(*unbound) == pytest.approx(adam_s + issue, rel=1e-9)
     assert cpu_s(*unbound, "system.node.cpu.cpu.compute.clock_ghz=1.55") == pytest.approx(
         2 * adam_s + issue, rel=1e-9)
+    # One measured rate bounds both directions: a CPU that states only its write rate
+    # streams the mix at 43.0 GB/s a core (it had streamed without bound).
+    assert cpu_s("offload.cpu_cores=1", "system.node.cpu.cpu.compute.core_read_gb_s=null"
+                 ) == pytest.approx(nbytes / 43.0e9 + issue, rel=1e-9)
 
 
 @settings(max_examples=6, deadline=None)

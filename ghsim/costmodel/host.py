@@ -68,14 +68,16 @@ def host_cost_model(system: SystemSpec) -> HostCostModel:
     gpu, cpu = node.gpu.gpu, node.cpu.cpu
     assert gpu is not None and cpu is not None
     um = gpu.unified_memory
-    read = cpu.compute.core_read_gb_s
+    # One measured single-thread rate bounds the other direction too.
+    read = cpu.compute.core_read_gb_s or cpu.compute.core_write_gb_s
+    write = cpu.compute.core_write_gb_s or read
     return HostCostModel(
         cores_per_cpu=cpu.compute.cores,
         core_flops=cpu.compute.peak_flops("fp32") / cpu.compute.cores,
         fault_s=(um.fault_batch_us * 1e-6) if um and um.fault_batch_us else 0.0,
         migration_bytes_per_s=gpu.migration_bytes_per_s() or math.inf,
         core_read_bytes_per_s=_gb_s(read),
-        core_write_bytes_per_s=_gb_s(cpu.compute.core_write_gb_s or read),
+        core_write_bytes_per_s=_gb_s(write),
     )
 
 

@@ -702,7 +702,8 @@ class CpuComputeSpec(Spec):
         "thread streaming, measured): a core keeps only so many cache-line misses in flight. "
         "A host op on c cores (the optimizer of an offload strategy, offload.cpu_cores) "
         "streams its reads at most c times this, and never faster than the memory's stream "
-        "rate. Absent: a share of the cores reaches the memory's stream rate.",
+        "rate. Absent: core_write_gb_s bounds reads too; with neither, a share of the "
+        "cores reaches the memory's stream rate.",
     )
     core_write_gb_s: PositiveFloat | None = Field(
         default=None, description="What one core reaches writing its local memory (one "
