@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ghsim.cli import main
-from ghsim.config import load_scenario
+from ghsim.config import load_scenario, load_validation_points
 from ghsim.config.sweep import Point
 from ghsim.engine.attribution import BREAKDOWN_KEYS
 from ghsim.engine.simulate import simulate
@@ -139,6 +141,43 @@ def test_more_replicas_change_only_data_parallel_communication() -> None:
     # tensor-parallel flows share NVLink with the (larger) data-parallel traffic beside them
     assert eight["tp"] == pytest.approx(two["tp"], rel=1e-2)
     assert run(8, 0.017)["gemm"] > run(2, 0.017)["gemm"] > two["gemm"]
+
+
+@pytest.mark.parametrize(("scenario", "sets"), [
+    # GH200 files give rates one way of two (migration_bandwidth_gb_s, h2d_copy_efficiency),
+    # and head dimensions as numbers (attention_head_dim_efficiency: {128: ...})
+    ("llama3-8b-gh200-offload", ["model.layers=2", "training.global_batch=2"]),
+    # a validation point's inline scenario has no schema_version or kind
+    ("gh200:swissai_llama32_1b_alps_4gpu_mbs3_s8192", ["model.layers=2"]),
+    ("llama3.1-70b-fp8-gh200-serving", ["inference.requests.count=40"]),
+])
+def test_a_results_inputs_run_again(scenario: str, sets: list[str], tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A result's ``inputs.scenario``, saved as JSON (which writes every key as a string) or as
+    YAML with sorted keys, runs again to the same figures and digest. (Derived alternatives
+    were written beside the keys they came from, the number keys came back as strings, and an
+    inline scenario lacked its schema_version: each copy exited 2.)"""
+    if scenario.startswith("gh200:"):
+        point = next(p for p in load_validation_points("gh200").points
+                     if p.id == scenario.removeprefix("gh200:"))
+        source = tmp_path / "point.yaml"
+        source.write_text(yaml.safe_dump({"schema_version": 1, "kind": "scenario",
+                                          **point.scenario.model_dump(exclude_unset=True)}))
+        scenario = str(source)
+    args = [arg for override in sets for arg in ("--set", override)]
+
+    def run(path: str, *args: str) -> dict[str, Any]:
+        assert main(["run", path, *args, "--json"]) == 0
+        result: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return result
+    first = run(scenario, *args)
+    saved = first["inputs"]["scenario"]
+    (tmp_path / "again.json").write_text(json.dumps(saved))
+    (tmp_path / "again.yaml").write_text(yaml.safe_dump(saved, sort_keys=True))
+    for again in (run(str(tmp_path / "again.json")), run(str(tmp_path / "again.yaml"))):
+        for key in ("step_time_s", "output_tokens_per_s", "breakdown_s"):
+            assert again.get(key) == first.get(key)
+        assert again["inputs"]["digest"] == first["inputs"]["digest"]
 
 
 def test_trace_opens_in_perfetto(tmp_path: Path) -> None:

@@ -114,6 +114,30 @@ def test_an_override_reaches_a_mapping_keyed_by_numbers() -> None:
     with pytest.raises(OverrideError, match="unknown key '7'"):
         rates("parallelism.7=1")
 
+
+def test_a_file_may_write_number_keys_as_strings(tmp_path: Path) -> None:
+    """JSON writes every key as a string, so a mapping keyed by numbers reads ``"64"`` as 64
+    (a result's inputs.scenario saved as JSON runs again); the same key given both ways is
+    refused with its file and key path."""
+    system = (Path(__file__).parents[1] / "configs/systems/gh200-single.yaml").read_text()
+    system = system.replace("gpu: gh200-96gb", "gpu: gpu.yaml")
+    gpu = (Path(__file__).parents[1] / "configs/hardware/gh200-96gb.yaml").read_text()
+    assert "      64: 0.787\n" in gpu
+    write(tmp_path, "gpu.yaml", gpu.replace("      64: 0.787\n", "      '64': 0.5\n"))
+    write(tmp_path, "system.yaml", system)
+    scenario = write(tmp_path, "s.yaml", SCENARIO.format(system="system.yaml").replace(
+        "num_gpus: 16", "num_gpus: 1").replace("{tp: 2, pp: 2}", "{tp: 1}"))
+    node = load_scenario(scenario).spec.system.node
+    assert node.gpu.gpu is not None
+    assert node.gpu.gpu.compute.attention_head_dim_efficiency[64] == 0.5
+    both = "      64: 0.787\n      '64': 0.5\n"
+    write(tmp_path, "gpu.yaml", gpu.replace("      64: 0.787\n", both))
+    with pytest.raises(ConfigError, match=r"the key 64 is given twice, as a number and as the "
+                       r"string '64'") as error:
+        load_scenario(scenario)
+    assert error.value.source.endswith("gpu.yaml")
+    assert error.value.key_path == "gpu.compute.attention_head_dim_efficiency.64"
+
 def test_errors_name_the_file_that_holds_the_mistake(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +42,8 @@ class Scenario:
         return self.spec.name or Path(self.source).stem
 
     def digest(self) -> str:
-        """SHA-256 of the resolved scenario: equal digests simulate identically."""
-        return hashlib.sha256(self.spec.model_dump_json().encode()).hexdigest()
+        """SHA-256 of the resolved scenario (:meth:`Spec.digest`)."""
+        return self.spec.digest()
 
 
 def _load(kind: str, reference: str | Path, overrides: Sequence[str], want: type[SpecT]) -> SpecT:

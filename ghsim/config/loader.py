@@ -141,6 +141,8 @@ class _Tree:
     def resolve(self, node: Any, slot: Slot, path: KeyPath) -> None:
         """Replace every reference by name under ``node`` with the file it names."""
         slot = narrowed(slot, node)
+        if isinstance(node, dict) and slot.keyed_by_numbers:
+            self._number_keys(node, path)
         if isinstance(node, dict):
             for key, value in list(node.items()):
                 sub = child(slot, key)
@@ -155,6 +157,16 @@ class _Tree:
                 sub = child(slot, index)
                 if sub is not None:
                     self.resolve(value, sub, (*path, index))
+
+    def _number_keys(self, node: dict[Any, Any], path: KeyPath) -> None:
+        """Read a mapping keyed by numbers (a head dimension's rate) whose keys are written in
+        digits as strings, as JSON writes every key (a result's ``inputs.scenario``), as the
+        numbers YAML reads from ``128:``."""
+        for key in [k for k in node if isinstance(k, str) and k.isdigit()]:
+            if int(key) in node:
+                raise self.error((*path, key), f"the key {int(key)} is given twice, as a number "
+                                 f"and as the string {key!r}")
+            node[int(key)] = node.pop(key)
 
     # -- overrides ---------------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ that the fabric lays a replica's collectives exactly as it lays a training job's
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +34,8 @@ class ServingScenario:
         return self.layout.dp
 
     def digest(self) -> str:
-        """SHA-256 of the resolved scenario: equal digests simulate identically."""
-        return hashlib.sha256(self.spec.model_dump_json().encode()).hexdigest()
+        """SHA-256 of the resolved scenario (:meth:`Spec.digest`)."""
+        return self.spec.digest()
 
 
 def derive_serving_layout(spec: ServingScenarioSpec) -> Layout:

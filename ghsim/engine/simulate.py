@@ -188,7 +188,7 @@ def _memory(scenario: Scenario, workload: Workload,
 
 def _inputs(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario, where it came from, its hash and the ghsim version."""
-    return {"scenario": scenario.spec.model_dump(mode="json"), "source": scenario.source,
+    return {"scenario": scenario.spec.resolved(), "source": scenario.source,
             "overrides": list(scenario.overrides), "digest": scenario.digest(),
             "ghsim_version": __version__}
 

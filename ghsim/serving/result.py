@@ -182,7 +182,7 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
     replicas = scenario.replicas
     host_link = spec.system.node.gpu.gpu.host_link.type if spec.system.node.gpu.gpu else "pcie"
     warnings: list[str] = []
-    inputs = {"scenario": spec.model_dump(mode="json"), "source": scenario.source,
+    inputs = {"scenario": spec.resolved(), "source": scenario.source,
               "overrides": list(scenario.overrides), "digest": scenario.digest(),
               "ghsim_version": __version__}
     engine = {"max_batch_size": limits[0], "max_num_tokens": limits[1],

@@ -74,7 +74,7 @@ def cache_key(scenario: Scenario | ServingScenario) -> str:
     """SHA-256 of what a point's result depends on: the ghsim version, the resolved scenario
     (every file it was built from, as resolved) and the workload file's bytes."""
     digest = hashlib.sha256(f"ghsim {__version__}\n".encode())
-    digest.update(scenario.spec.model_dump_json().encode())
+    digest.update(scenario.digest().encode())
     path = workload_path(scenario) if isinstance(scenario, Scenario) else None
     if path is not None:
         digest.update(b"\nworkload file\n")

@@ -6,6 +6,9 @@ infinity, and is frozen: validated input data is never modified after load.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -49,6 +52,50 @@ class Spec(BaseModel):
         the user wrote, and validating that again derives the same value."""
         object.__setattr__(self, name, value)
 
+    def resolved(self) -> dict[str, Any]:
+        """Every field, defaults included, as JSON data that validates back to an equal spec
+        (a result's ``inputs.scenario``, which a user may run again): what validation derived
+        for one key of a pair of :attr:`ALTERNATIVES` is left out beside the key given, since
+        a file may not give both."""
+        return self.model_dump(mode="json", exclude=_excluded(self, _derived) or None)
+
+    def digest(self) -> str:
+        """SHA-256 of the spec, less the documents' ``schema_version`` and ``kind``, with its
+        mappings' keys in order: equal digests simulate identically, and the same values given
+        inline or by file, or in another order (a result's ``inputs.scenario`` written back
+        with sorted keys), have the same digest."""
+        data = self.model_dump(mode="json", exclude=_excluded(self, _envelope) or None)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _derived(spec: Spec) -> set[str]:
+    """The keys of ``spec`` that validation derived from the other key of their pair."""
+    given = spec.model_fields_set
+    return {name for pair in spec.ALTERNATIVES for name, other in (pair, pair[::-1])
+            if name not in given and other in given}
+
+
+def _envelope(spec: Spec) -> set[str]:
+    """A document's fields that say what the file is, not what it describes."""
+    return {"schema_version", "kind"} if isinstance(spec, DocumentSpec) else set()
+
+
+def _excluded(value: Any, own: Callable[[Spec], set[str]]) -> dict[Any, Any]:
+    """``model_dump``'s nested ``exclude`` of what ``own`` picks in every spec under
+    ``value``."""
+    if isinstance(value, Spec):
+        exclude: dict[Any, Any] = dict.fromkeys(own(value), True)
+        for name in type(value).model_fields:
+            if name not in exclude and (inner := _excluded(getattr(value, name), own)):
+                exclude[name] = inner
+        return exclude
+    if isinstance(value, (list, tuple)):
+        return {i: inner for i, item in enumerate(value) if (inner := _excluded(item, own))}
+    if isinstance(value, dict):
+        return {key: inner for key, item in value.items() if (inner := _excluded(item, own))}
+    return {}
+
 
 INFORMATIONAL: dict[str, Any] = {"informational": True}
 """``json_schema_extra`` of a key no mechanism reads (a label, a boost clock, a cache size, a
@@ -83,6 +130,11 @@ class DocumentSpec(Spec):
     schema_version: Literal[1] | None = None
     kind: Kind | None = None
     description: str = ""
+
+    def resolved(self) -> dict[str, Any]:
+        """:meth:`Spec.resolved` as a whole file of its kind (an inline mapping leaves out
+        ``schema_version`` and ``kind``)."""
+        return {**super().resolved(), "schema_version": SCHEMA_VERSION, "kind": self.KIND}
 
     @model_validator(mode="after")
     def _kind_matches(self) -> DocumentSpec:
