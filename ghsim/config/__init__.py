@@ -2,6 +2,7 @@
 
 from ghsim.config.api import (
     Scenario,
+    inputs_of,
     load_any_scenario,
     load_file,
     load_hardware,
@@ -20,6 +21,7 @@ __all__ = [
     "Layout",
     "Scenario",
     "ServingScenario",
+    "inputs_of",
     "load_any_scenario",
     "load_file",
     "load_hardware",

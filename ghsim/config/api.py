@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ghsim.config.cursor import format_path, informational_key
 from ghsim.config.layout import Layout, LayoutProblem, derive_layout
@@ -24,6 +24,7 @@ from ghsim.config.schema import (
 from ghsim.config.search import display, locate_any, not_found_any_message
 from ghsim.config.serving_layout import ServingScenario, derive_serving_layout
 from ghsim.errors import ConfigError, InputError, LayoutError
+from ghsim.version import __version__
 
 SpecT = TypeVar("SpecT", bound=DocumentSpec)
 
@@ -137,6 +138,14 @@ def load_file(reference: str | Path, overrides: Sequence[str] = ()) -> DocumentS
         raise ConfigError(str(reference), "", not_found_any_message(str(reference)))
     spec, _ = load_tree(path, None, overrides)
     return spec
+
+
+def inputs_of(scenario: Scenario | ServingScenario) -> dict[str, Any]:
+    """A result's ``inputs``: the resolved scenario (a file that runs again), where it came
+    from, its overrides and digest, and the ghsim version."""
+    return {"scenario": scenario.spec.resolved(), "source": scenario.source,
+            "overrides": list(scenario.overrides), "digest": scenario.digest(),
+            "ghsim_version": __version__}
 
 
 def unread_overrides(scenario: Scenario | ServingScenario) -> list[str]:

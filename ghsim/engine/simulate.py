@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ghsim.config import Scenario, scenario_from_spec, unread_overrides
+from ghsim.config import Scenario, inputs_of, scenario_from_spec, unread_overrides
 from ghsim.config.schema import ScenarioSpec
 from ghsim.costmodel.gpu import clock_view, gpu_cost_model, unmodelled_power_cap
 from ghsim.costmodel.host import host_cost_model
@@ -20,7 +20,6 @@ from ghsim.errors import LimitError
 from ghsim.fabric.traffic import traffic_planner
 from ghsim.importers.replay import replay_workload
 from ghsim.importers.workload_file import read_workload
-from ghsim.version import __version__
 from ghsim.workload.ir import Workload
 from ghsim.workload.lower import lower
 from ghsim.workload.microbench import microbenchmark_workload
@@ -186,13 +185,6 @@ def _memory(scenario: Scenario, workload: Workload,
     return memory, warnings
 
 
-def _inputs(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario, where it came from, its hash and the ghsim version."""
-    return {"scenario": scenario.spec.resolved(), "source": scenario.source,
-            "overrides": list(scenario.overrides), "digest": scenario.digest(),
-            "ghsim_version": __version__}
-
-
 def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[str, float],
                            compute: dict[str, float]) -> Result:
     """The Result of a one-operation microbenchmark: its time and achieved bandwidth."""
@@ -209,7 +201,7 @@ def _microbenchmark_result(scenario: Scenario, timeline: Timeline, parts: dict[s
         memory={"tracked": False, "fits": None, "does_not_fit": []},
         host=host_usage(timeline, step, "microbenchmark"),
         links=busiest_links(timeline, step), warnings=[],
-        inputs=_inputs(scenario),
+        inputs=inputs_of(scenario),
         workload={"microbenchmark": bench.operation, "bytes": nbytes,
                   "bandwidth_gb_s": nbytes / step / 1e9},
         gpu_clock=clock_view(scenario.spec.system.node, scenario.source),
@@ -372,7 +364,7 @@ def _simulate(scenario: Scenario) -> Result:
         host=host_usage(timeline, step, host_link),
         links=busiest_links(timeline, step),
         warnings=warnings,
-        inputs=_inputs(scenario),
+        inputs=inputs_of(scenario),
         workload={"rank_classes": len(workload.classes),
                   "ops": sum(len(c.ops) for c in workload.classes),
                   "model_flops_per_step": workload.model_flops_per_step,

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ghsim.config.api import inputs_of
 from ghsim.config.serving_layout import ServingScenario
 from ghsim.costmodel.gpu import clock_view, unmodelled_power_cap
 from ghsim.errors import InputError
@@ -18,7 +19,6 @@ from ghsim.serving.engine import EngineRun
 from ghsim.serving.memory import ServingMemory
 from ghsim.serving.requests import Request
 from ghsim.units import GIB
-from ghsim.version import __version__
 from ghsim.workload.modelsize import parameter_count
 
 PERCENTILES = (50, 90, 99)
@@ -182,9 +182,7 @@ def build_result(scenario: ServingScenario, memory: ServingMemory, run: EngineRu
     replicas = scenario.replicas
     host_link = spec.system.node.gpu.gpu.host_link.type if spec.system.node.gpu.gpu else "pcie"
     warnings: list[str] = []
-    inputs = {"scenario": spec.resolved(), "source": scenario.source,
-              "overrides": list(scenario.overrides), "digest": scenario.digest(),
-              "ghsim_version": __version__}
+    inputs = inputs_of(scenario)
     engine = {"max_batch_size": limits[0], "max_num_tokens": limits[1],
               "kv_block_tokens": memory.block_tokens, "hbm_blocks": memory.hbm_blocks,
               "host_blocks": memory.host_blocks if inference.kv_offload.policy != "none" else 0,
