@@ -5,8 +5,9 @@ Every transfer of the step (collective steps, pipeline sends, host copies, the C
 host memory, page migration) is a flow of bytes along a :class:`~ghsim.fabric.sharing.Path`.
 Flows of every rank class share one network, so a leaf uplink, a NIC or NVLink-C2C carries
 whatever crosses it at that moment. When a flow starts or ends, only the flows connected to it
-through shared links are re-balanced (``max_min_rates``), and bytes and link books are settled
-lazily, so the cost of an event does not grow with the size of the system.
+through shared links are re-balanced (``max_min_rates``); one alone on idle links, as most are,
+takes its standalone rate without that search. Bytes and link books are settled lazily, so the
+cost of an event does not grow with the size of the system.
 """
 
 from __future__ import annotations
@@ -258,13 +259,20 @@ class FlowNetwork:
             self._schedule(key, flow)
             return
         del self.flows[key]
-        self._set_rate(flow, 0.0)
-        for link in flow.path.links:
-            self._on_link[link].discard(key)
+        links = flow.path.links
+        on_link = self._on_link
+        for link in links:
+            on_link[link].discard(key)
         self.flowed.append((flow.owner, flow.traffic, flow.start, now, flow.nbytes))
         flow.done.succeed()
-        neighbours = [i for link in flow.path.links for i in self._on_link[link]]
-        self._rebalance(neighbours, set(flow.path.links))
+        neighbours = [i for link in links for i in on_link[link]]
+        if not neighbours:  # it ran alone: its links fall idle, nothing to re-share
+            for link in links:
+                self._used[link] = 0.0
+                self._usage(link).settle(now, 0.0)
+            return
+        self._set_rate(flow, 0.0)
+        self._rebalance(neighbours, set(links))
 
     def transfer(self, path: Path, nbytes: float, owner: str, traffic: str) -> simpy.Event:
         """Start a flow of ``nbytes`` along ``path``; returns the event of its end."""
@@ -282,11 +290,31 @@ class FlowNetwork:
         key = self._next_id
         self._next_id += 1
         now = self.env.now
-        self.flows[key] = _Flow(path, nbytes, done, owner, traffic, now, nbytes, now)
+        flow = self.flows[key] = _Flow(path, nbytes, done, owner, traffic, now, nbytes, now)
+        alone = True
         for link in path.links:
-            self._on_link.setdefault(link, set()).add(key)
-        self._rebalance([key], set())
+            here = self._on_link.setdefault(link, set())
+            alone = alone and not here
+            here.add(key)
+        if not (alone and self._start_alone(key, flow)):
+            self._rebalance([key], set())
         return done
+
+    def _start_alone(self, key: int, flow: _Flow) -> bool:
+        """Start a flow whose links carry no other: at its standalone rate, with the books
+        :meth:`_rebalance` would keep, without looking for flows to share with (most flows of
+        a step start so). False if it would never end (the caller re-balances as usual)."""
+        now = self.env.now
+        rate = flow.path.standalone_bytes_per_s(self.capacity)
+        if not rate > 0:
+            return False
+        flow.rate = rate
+        flow.version += 1
+        for link, copies in zip(flow.path.links, flow.path.copies, strict=True):
+            self._used[link] = used = self._used.get(link, 0.0) + rate * copies
+            self._usage(link).settle(now, min(1.0, max(0.0, used) / self.capacity[link]))
+        self._schedule(key, flow)
+        return True
 
     def book_alone(self, flows: list[tuple[Path, float]], owner: str, traffic: str,
                    start: float) -> float:
