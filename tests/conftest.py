@@ -34,7 +34,11 @@ hands its workers whole modules in collection order, and a long module started l
 leave the other core idle while it runs."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the slowest modules first (a stable sort: every module keeps its own order)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, run the slowest modules first (a stable sort: every module keeps its
+    own order). A serial run (``-n 0``) keeps the order it was given: tools/mutation_check.py
+    names the tests most likely to catch a sabotage first, and stops at the first failure."""
+    if not hasattr(config, "workerinput"):
+        return
     rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -7,8 +7,9 @@ wrong direction of a link, ...). For each, the script copies the repository (the
 version of every tracked or untracked, non-ignored file, snapshotted once at the start) to a
 temporary directory, applies the sabotage there (it stops if the original text is not found
 exactly once), and runs the fast suite in that copy with ``PYTHONPATH`` pointing at it:
-``python -m pytest -q -x -p no:cacheprovider`` with the default markers, the test files that
-target the sabotage first. The checkout itself is never modified.
+``python -m pytest -q -x -n 0 -p no:cacheprovider`` with the default markers, serially, the test
+files that target the sabotage first (then the hand-computed ones, then the rest). The checkout
+itself is never modified.
 
 The unmodified copy runs first (the baseline, without ``-x``): a test that already fails there
 (someone's work in progress in a shared checkout) is deselected from the sabotage runs, with a
@@ -656,7 +657,8 @@ def run_suite(repo: Path, files: Sequence[str], timeout_s: float, name: str,
               stop_first: bool = True, deselect: Sequence[str] = ()) -> Outcome:
     """Run pytest in ``repo``; kill its whole process group at the timeout."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               *(["-x"] if stop_first else []), *(f"--deselect={d}" for d in deselect), *files]
+               *(["-x", "-n", "0"] if stop_first else []),  # serially: the given order holds
+               *(f"--deselect={d}" for d in deselect), *files]
     start = time.monotonic()
     with subprocess.Popen(command, cwd=repo, env=_environment(repo), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
@@ -701,7 +703,7 @@ def one(pristine: Path, work: Path, sabotage: Sabotage, timeout_s: float,
     if shared.is_symlink():
         (repo.parent / "shared").symlink_to(shared.resolve())
     apply(repo, sabotage)
-    outcome = run_suite(repo, test_files(repo, (BY_HAND, *sabotage.first)), timeout_s,
+    outcome = run_suite(repo, test_files(repo, (*sabotage.first, BY_HAND)), timeout_s,
                         sabotage.name, deselect=deselect)
     shutil.rmtree(repo.parent, ignore_errors=True)
     return outcome
