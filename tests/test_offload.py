@@ -123,6 +123,22 @@ def test_the_host_optimizer_counts_its_cores_by_hand() -> None:
                  ) == pytest.approx(nbytes / 43.0e9 + issue, rel=1e-9)
 
 
+def test_gpus_sharing_a_host_cpu_share_its_cores() -> None:
+    """A DGX H100 has two 56-core Xeons for eight GPUs: each GPU's host optimizer gets 14
+    cores, however many a scenario grants it, and half of them take twice as long. The clock is
+    cut to 10 MHz so that the arithmetic, not the memory, paces the host's Adam."""
+    base = ["system=dgx-h100", "num_gpus=8", "parallelism.tp=8", "model.layers=4",
+            "training.seq_len=2048", "training.global_batch=2", "training.micro_batch=1",
+            "offload.strategy=optimizer", "system.node.cpu.cpu.compute.clock_ghz=0.01"]
+
+    def cpu_s(*sets: str) -> float:
+        return simulate(load_scenario("llama3-8b-gh200", [*base, *sets])).breakdown_s["cpu"]
+    share = cpu_s("offload.cpu_cores=14")
+    assert cpu_s() == share
+    assert cpu_s("offload.cpu_cores=56") == share
+    assert cpu_s("offload.cpu_cores=7") == pytest.approx(2 * share, rel=1e-4)
+
+
 @settings(max_examples=6, deadline=None)
 @given(st.sampled_from(["llama3-8b", "qwen3-14b"]), st.sampled_from([8, 16, 72]))
 def test_overlapped_optimizer_is_never_slower(model: str, cores: int) -> None:
