@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ghsim.cli import main
-from ghsim.serving.engine import EngineConfig, EngineRun, ReplicaEngine
+from ghsim.serving.engine import EngineConfig, EngineRun, ReplicaEngine, request_blocks
 from ghsim.serving.requests import Request
 from tests.serving_stub import OneMillisecond
 
@@ -112,3 +112,12 @@ def test_a_served_model_with_attention_windows_is_refused(
     assert main(["run", str(path), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert "inference.scheduler.capacity" in err and "windows" in err, err
+
+
+def test_beams_share_the_prompts_full_kv_blocks_by_hand() -> None:
+    """TensorRT-LLM reserves a prompt's full blocks once and the rest per beam: 1,000 prompt
+    tokens and 100 output in blocks of 64 fill 18 blocks, the first 15 the prompt's alone; four
+    beams reserve 15 + 4 x 3 = 27, not 4 x 18 = 72. One beam reserves its 18."""
+    request = Request(0, 1000, 100, reserve_tokens=1100)
+    assert request_blocks(request, 64, beams=4) == 27
+    assert request_blocks(request, 64, beams=1) == 18
