@@ -176,8 +176,8 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "a collective booked alone runs at the line rate, ignoring copies and efficiency",
              ("tests/test_private.py",)),
     Sabotage("flow-alone-one-copy", "ghsim/engine/fluid.py",
-             "self._used.get(link, 0.0) + rate * copies",
-             "self._used.get(link, 0.0) + rate",
+             "used_on.get(link, 0.0) + rate * copies",
+             "used_on.get(link, 0.0) + rate",
              "a flow that starts alone on idle links loads each link as one copy, however many "
              "cross it", ("tests/test_fluid.py",)),
     Sabotage("learned-positions-rotate", "ghsim/workload/kernels.py",

@@ -39,6 +39,8 @@ class _Flow:
     left_bytes: float
     """Bytes left at ``since``."""
     since: float
+    route: _Route
+    """Its path's links as the network books them (:meth:`FlowNetwork._route`)."""
     rate: float = 0.0
     version: int = 0
 
@@ -131,6 +133,16 @@ class LinkUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class _Route:
+    """A path as the network books it, worked out once per distinct path: its standalone rate
+    and, per link, the link, the flow's copies, the link's books, the flows on it (the
+    network's own set) and its capacity."""
+
+    rate: float
+    hops: tuple[tuple[str, float, LinkUsage, set[int], float], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AloneBooking:
     """Flows booked alone (:meth:`FlowNetwork.book_alone`), worked out once: the owner and
     traffic kind, when each booking started, per flow its seconds and bytes, and the seconds
@@ -174,6 +186,8 @@ class FlowNetwork:
         default_factory=dict)
     """Per path booked alone (by id; the path is kept so the id stays its own): its
     standalone rate and, per link, the books, copies and utilization (:meth:`_alone_books`)."""
+    _routes: dict[Path, _Route] = field(default_factory=dict)
+    """Per distinct path (by value: a path built anew for each transfer shares its entry)."""
     _bookings: dict[tuple[int, str, str], AloneBooking] = field(default_factory=dict)
     """Per list of flows booked alone (by id), owner and traffic kind: :meth:`alone_booking`."""
 
@@ -267,9 +281,9 @@ class FlowNetwork:
         flow.done.succeed()
         neighbours = [i for link in links for i in on_link[link]]
         if not neighbours:  # it ran alone: its links fall idle, nothing to re-share
-            for link in links:
+            for link, _, usage, _, _ in flow.route.hops:
                 self._used[link] = 0.0
-                self._usage(link).settle(now, 0.0)
+                usage.settle(now, 0.0)
             return
         self._set_rate(flow, 0.0)
         self._rebalance(neighbours, set(links))
@@ -277,8 +291,8 @@ class FlowNetwork:
     def transfer(self, path: Path, nbytes: float, owner: str, traffic: str) -> simpy.Event:
         """Start a flow of ``nbytes`` along ``path``; returns the event of its end."""
         done = self.env.event()
-        for link, copies in zip(path.links, path.copies, strict=True):
-            usage = self._usage(link)
+        route = self._routes.get(path) or self._route(path)
+        for _, copies, usage, _, _ in route.hops:
             usage.flowed_bytes += nbytes * copies
             usage.traffic.add(traffic)
         if nbytes <= 0:
@@ -290,10 +304,10 @@ class FlowNetwork:
         key = self._next_id
         self._next_id += 1
         now = self.env.now
-        flow = self.flows[key] = _Flow(path, nbytes, done, owner, traffic, now, nbytes, now)
+        flow = self.flows[key] = _Flow(path, nbytes, done, owner, traffic, now, nbytes, now,
+                                       route)
         alone = True
-        for link in path.links:
-            here = self._on_link.setdefault(link, set())
+        for _, _, _, here, _ in route.hops:
             alone = alone and not here
             here.add(key)
         if not (alone and self._start_alone(key, flow)):
@@ -305,16 +319,26 @@ class FlowNetwork:
         :meth:`_rebalance` would keep, without looking for flows to share with (most flows of
         a step start so). False if it would never end (the caller re-balances as usual)."""
         now = self.env.now
-        rate = flow.path.standalone_bytes_per_s(self.capacity)
+        route = flow.route
+        rate = route.rate
         if not rate > 0:
             return False
         flow.rate = rate
         flow.version += 1
-        for link, copies in zip(flow.path.links, flow.path.copies, strict=True):
-            self._used[link] = used = self._used.get(link, 0.0) + rate * copies
-            self._usage(link).settle(now, min(1.0, max(0.0, used) / self.capacity[link]))
+        used_on = self._used
+        for link, copies, usage, _, capacity in route.hops:
+            used_on[link] = used = used_on.get(link, 0.0) + rate * copies
+            usage.settle(now, min(1.0, max(0.0, used) / capacity))
         self._schedule(key, flow)
         return True
+
+    def _route(self, path: Path) -> _Route:
+        """``path`` as the network books it (cached by value)."""
+        hops = tuple((link, copies, self._usage(link), self._on_link.setdefault(link, set()),
+                      self.capacity[link])
+                     for link, copies in zip(path.links, path.copies, strict=True))
+        route = self._routes[path] = _Route(path.standalone_bytes_per_s(self.capacity), hops)
+        return route
 
     def book_alone(self, flows: list[tuple[Path, float]], owner: str, traffic: str,
                    start: float) -> float:
