@@ -685,6 +685,11 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "return [share for stage in range(pp)]",
              "first_stage_layers and last_stage_layers are spread like the other stages' layers",
              ("tests/test_workload.py",)),
+    Sabotage("server-latency-at-the-median", "ghsim/serving/simulate.py",
+             "return float(np.percentile(values, q)) if values.size else math.nan",
+             "return float(np.percentile(values, 50.0)) if values.size else math.nan",
+             "a server scenario's latency limits are checked at the median, not the stated "
+             "percentile", ("tests/test_serving.py",)),
     Sabotage("point-overrides-ignored", "ghsim/config/loader.py",
              'texts = item.get("overrides") if isinstance(item, dict) else None',
              "texts = None",
