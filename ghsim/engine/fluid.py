@@ -182,12 +182,9 @@ class FlowNetwork:
     _next_id: int = 0
     reserved: frozenset[str] = frozenset()
     """Links whose only traffic is booked alone (:meth:`book_alone`); no flow may cross them."""
-    _alone_paths: dict[int, tuple[Path, float, list[tuple[LinkUsage, float, float]]]] = field(
-        default_factory=dict)
-    """Per path booked alone (by id; the path is kept so the id stays its own): its
-    standalone rate and, per link, the books, copies and utilization (:meth:`_alone_books`)."""
     _routes: dict[Path, _Route] = field(default_factory=dict)
-    """Per distinct path (by value: a path built anew for each transfer shares its entry)."""
+    """Per distinct path (by value: a path built anew for each transfer shares its entry), for
+    flows on the network and flows booked alone alike: :meth:`_route`."""
     _bookings: dict[tuple[int, str, str], AloneBooking] = field(default_factory=dict)
     """Per list of flows booked alone (by id), owner and traffic kind: :meth:`alone_booking`."""
 
@@ -273,25 +270,24 @@ class FlowNetwork:
             self._schedule(key, flow)
             return
         del self.flows[key]
-        links = flow.path.links
-        on_link = self._on_link
-        for link in links:
-            on_link[link].discard(key)
+        hops = flow.route.hops
+        for _, _, _, here, _ in hops:
+            here.discard(key)
         self.flowed.append((flow.owner, flow.traffic, flow.start, now, flow.nbytes))
         flow.done.succeed()
-        neighbours = [i for link in links for i in on_link[link]]
+        neighbours = [i for _, _, _, here, _ in hops for i in here]
         if not neighbours:  # it ran alone: its links fall idle, nothing to re-share
-            for link, _, usage, _, _ in flow.route.hops:
+            for link, _, usage, _, _ in hops:
                 self._used[link] = 0.0
                 usage.settle(now, 0.0)
             return
         self._set_rate(flow, 0.0)
-        self._rebalance(neighbours, set(links))
+        self._rebalance(neighbours, set(flow.path.links))
 
     def transfer(self, path: Path, nbytes: float, owner: str, traffic: str) -> simpy.Event:
         """Start a flow of ``nbytes`` along ``path``; returns the event of its end."""
         done = self.env.event()
-        route = self._routes.get(path) or self._route(path)
+        route = self._route(path)
         for _, copies, usage, _, _ in route.hops:
             usage.flowed_bytes += nbytes * copies
             usage.traffic.add(traffic)
@@ -334,10 +330,13 @@ class FlowNetwork:
 
     def _route(self, path: Path) -> _Route:
         """``path`` as the network books it (cached by value)."""
-        hops = tuple((link, copies, self._usage(link), self._on_link.setdefault(link, set()),
-                      self.capacity[link])
-                     for link, copies in zip(path.links, path.copies, strict=True))
-        route = self._routes[path] = _Route(path.standalone_bytes_per_s(self.capacity), hops)
+        route = self._routes.get(path)
+        if route is None:
+            hops = tuple((link, copies, self._usage(link),
+                          self._on_link.setdefault(link, set()), self.capacity[link])
+                         for link, copies in zip(path.links, path.copies, strict=True))
+            route = self._routes[path] = _Route(path.standalone_bytes_per_s(self.capacity),
+                                                hops)
         return route
 
     def book_alone(self, flows: list[tuple[Path, float]], owner: str, traffic: str,
@@ -372,15 +371,11 @@ class FlowNetwork:
 
     def _alone_books(self, path: Path) -> tuple[float, list[tuple[LinkUsage, float, float]]]:
         """A path's standalone rate and, per link, its books, the flow's copies and the
-        utilization it puts there (cached: a private group's few paths repeat)."""
-        key = id(path)
-        if key not in self._alone_paths:
-            rate = path.standalone_bytes_per_s(self.capacity)
-            books = [(self._usage(link), copies, min(1.0, rate * copies / self.capacity[link]))
-                     for link, copies in zip(path.links, path.copies, strict=True)]
-            self._alone_paths[key] = (path, rate, books)
-        _, rate, books = self._alone_paths[key]
-        return rate, books
+        utilization it puts there (from :meth:`_route`)."""
+        route = self._route(path)
+        rate = route.rate
+        return rate, [(usage, copies, min(1.0, rate * copies / capacity))
+                      for _, copies, usage, _, capacity in route.hops]
 
     def finish(self) -> None:
         """Close the books of every link at the end of the step."""
