@@ -17,8 +17,30 @@ _MAX_FLOPS = 1e21
 an exaFLOP/s machine)."""
 _MAX_BYTES = 2.0**50
 """Bytes of one collective's message beyond which its recorded size is taken as corrupt."""
-DTYPE_BYTES = {"c10::Half": 2, "c10::BFloat16": 2, "float": 4, "c10::Float8_e4m3fn": 1,
-               "double": 8, "Half": 2, "BFloat16": 2, "Float": 4, "half": 2, "bfloat16": 2}
+_DTYPE_BYTES = {
+    # c10 ScalarType names (Kineto's NCCL ``dtype``: Float, BFloat16, Byte, Long, ...), in
+    # lower case, with their torch names and the C++ names execution traces give tensors
+    **dict.fromkeys(("byte", "uint8", "unsigned char", "char", "int8", "signed char", "bool",
+                     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"), 1),
+    **dict.fromkeys(("half", "float16", "bfloat16", "short", "int16", "short int", "uint16"), 2),
+    **dict.fromkeys(("float", "float32", "int", "int32", "uint32", "complexhalf"), 4),
+    **dict.fromkeys(("double", "float64", "long", "int64", "long int", "long long", "uint64",
+                     "complexfloat"), 8),
+    "complexdouble": 16,
+}
+DEFAULT_COLLECTIVE_DTYPE_BYTES = 2
+"""Bytes an element of a collective whose record names no type: 16-bit, as training's are."""
+
+
+def dtype_bytes(name: object) -> int | None:
+    """Bytes an element of a tensor type takes, from the names traces give it: Kineto's
+    collective ``dtype`` (``Float``, ``BFloat16``, ``Byte``, ``Long``), an execution trace's
+    types (``Tensor(c10::Half)``, ``Tensor(long int)``, ``Tensor(unsigned char)``), torch's
+    (``torch.float32``); None for anything else."""
+    text = str(name).strip()
+    if text.startswith("Tensor(") and text.endswith(")"):
+        text = text[len("Tensor("):-1]
+    return _DTYPE_BYTES.get(text.removeprefix("torch.").removeprefix("c10::").lower())
 
 
 def kernel_class(name: str) -> str:
@@ -79,11 +101,12 @@ def gemm_flops(op_name: str, dims: list[Any]) -> tuple[float, tuple[int, int, in
 
 
 def message_bytes(args: dict[str, Any]) -> float | None:
-    """Bytes of a collective from kernel args or a ``record_param_comms`` operator's inputs
-    (None when they give none, or only a corrupt size)."""
+    """Bytes of a collective from kernel args or a ``record_param_comms`` operator's inputs,
+    at the element size their type names (None when they give none, or only a corrupt
+    size)."""
     try:
         if "In msg nelems" in args:
-            size = DTYPE_BYTES.get(str(args.get("dtype", "")).replace("torch.", ""), 2)
+            size = dtype_bytes(args.get("dtype")) or DEFAULT_COLLECTIVE_DTYPE_BYTES
             total = float(args["In msg nelems"]) * size
         else:
             dims = args.get("Input Dims")
@@ -91,7 +114,10 @@ def message_bytes(args: dict[str, Any]) -> float | None:
                 return None
             first = dims[0]
             tensors = first if first and isinstance(first[0], list) else [first]
-            total = float(sum(_prod(t) for t in tensors if t)) * 2
+            types = args.get("Input type")
+            named = dtype_bytes(types[0]) if isinstance(types, list) and types else None
+            total = float(sum(_prod(t) for t in tensors if t)) * (
+                named or DEFAULT_COLLECTIVE_DTYPE_BYTES)
     except (TypeError, ValueError, OverflowError):
         return None
     return total if math.isfinite(total) and 0.0 <= total <= _MAX_BYTES else None

@@ -66,9 +66,9 @@ class GpuEvent:
     bytes: float = 0.0
     collective: str | None = None
     after: list[int] = field(default_factory=list)
+    """Indices of events on other streams this one waits for (cudaStreamWaitEvent)."""
     op_start: float | None = None
     """Start of the launching operator (tells its launches apart from another call's)."""
-    """Indices of events on other streams this one waits for (cudaStreamWaitEvent)."""
 
 
 @dataclass

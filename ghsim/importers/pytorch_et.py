@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ghsim.importers.checks import Fields, TraceError, check_count
-from ghsim.importers.classify import collective_kind, gemm_flops
+from ghsim.importers.classify import collective_kind, dtype_bytes, gemm_flops
 from ghsim.importers.kineto import GpuEvent, TraceRank, json_items
 from ghsim.limits import MAX_TRACE_EVENTS
 
@@ -52,12 +52,14 @@ def node_fields(raw: dict[str, Any], source: str = "execution trace", index: int
 
 
 def _bytes(shapes: list[Any], types: list[Any]) -> float:
+    """Bytes of an operator's tensors, at the element size each one's type names (4 where it
+    names none, as ``Tensor(a)`` does)."""
     total = 0.0
     for shape, kind in zip(shapes, types, strict=False):
         if isinstance(shape, list) and shape and all(
                 isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 2**40
                 for d in shape):
-            size = 2 if "half" in str(kind).lower() or "bfloat" in str(kind).lower() else 4
+            size = dtype_bytes(kind) or 4
             count = 1
             for dim in shape:
                 count = min(count * dim, 2**60)  # a corrupt shape stays a finite number
