@@ -31,11 +31,13 @@ from ghsim.limits import MAX_SWEEP_POINTS
 
 RANKABLE = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
             "mfu", "hbm_peak_bytes")
-"""Result fields a training sweep ranks by (lowest first unless ``descending``)."""
+"""Result fields a training sweep ranks by (rates highest first, the rest lowest)."""
 SERVING_RANKABLE = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_p99_s",
                     "tpot_p99_s", "hbm_peak_bytes")
 """Result fields a serving sweep ranks by (throughputs highest first, latencies lowest)."""
-HIGHER_IS_BETTER = frozenset({"output_tokens_per_s", "output_tokens_per_s_per_gpu"})
+HIGHER_IS_BETTER = frozenset({"tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+                              "mfu", "output_tokens_per_s", "output_tokens_per_s_per_gpu"})
+"""Result fields whose largest value ranks first unless a sweep says ``descending: false``."""
 
 AnyScenarioValue = Scenario | ServingScenario
 """A point's scenario: a training step or a served model."""

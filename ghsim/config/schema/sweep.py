@@ -61,4 +61,5 @@ class SweepSpec(DocumentSpec):
         "first).")
     descending: bool | None = Field(
         default=None, description="Rank the largest first. Default: as rank_by's default "
-        "order (throughputs highest first, times lowest first).")
+        "order (throughputs, model TFLOP/s and MFU highest first; times, latencies and "
+        "memory lowest first).")

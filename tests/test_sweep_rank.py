@@ -1,0 +1,69 @@
+"""How a sweep ranks its points and how its filter reads, by hand on made-up records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ghsim.config.expression import evaluate, lookup_in, parse_filter
+from ghsim.config.sweep import load_sweep
+from ghsim.sweep.runner import SweepOutcome
+
+SWEEP = Path(__file__).resolve().parents[1] / "configs" / "sweeps" / "offload-14b-gh200.yaml"
+
+
+def _record(index: int, step: float | None, fits: bool | None = True,
+            **overrides: Any) -> dict[str, Any]:
+    return {"index": index, "step_time_s": step, "fits": fits, "overrides": overrides,
+            "tokens_per_s": None if step is None else 1.0 / step}
+
+
+def _ids(records: list[dict[str, Any]]) -> list[int]:
+    return [r["index"] for r in records]
+
+
+def test_fitting_points_rank_first_by_the_metric_then_by_their_overrides() -> None:
+    sweep = load_sweep(SWEEP)
+    assert sweep.rank_by == "step_time_s" and not sweep.descending  # fastest first
+    records = [_record(0, 2.0, tp=2), _record(1, 1.0, fits=False, tp=1),
+               _record(2, 3.0, tp=4), _record(3, None, fits=None, tp=8),
+               _record(4, 2.0, tp=1), _record(5, None, fits=None, tp=3)]
+    outcome = SweepOutcome(sweep, records)
+    # the one that does not fit goes after every one that does, however fast; a tie at 2.0 s
+    # is broken by the overrides (tp 1 before tp 2); unsimulated points last, in file order
+    assert _ids(outcome.ranked()) == [4, 0, 2, 1, 3, 5]
+    best = outcome.best()
+    assert best is not None and best["index"] == 4
+
+
+def test_the_best_point_is_never_one_that_does_not_fit() -> None:
+    outcome = SweepOutcome(load_sweep(SWEEP), [_record(0, 1.0, fits=False),
+                                               _record(1, 2.0, fits=False)])
+    assert _ids(outcome.ranked()) == [0, 1]
+    assert outcome.best() is None
+
+
+def test_a_throughput_ranks_highest_first() -> None:
+    sweep = load_sweep(SWEEP)
+    sweep.spec = sweep.spec.model_copy(update={"rank_by": "tokens_per_s"})
+    assert sweep.descending
+    outcome = SweepOutcome(sweep, [_record(0, 2.0), _record(1, 1.0), _record(2, 4.0)])
+    assert _ids(outcome.ranked()) == [1, 0, 2]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1 < parallelism.tp < 8", True),            # chained: both comparisons hold
+    ("1 < parallelism.tp < 3", False),           # the second one fails
+    ("parallelism.tp > 8 or num_gpus == 16", True),
+    ("parallelism.tp > 8 and num_gpus == 16", False),
+    ("not parallelism.tp in [1, 2]", True),
+    ("num_gpus // parallelism.tp % 3 == 1", True),   # 16 // 4 = 4, 4 % 3 = 1
+    ("max(parallelism.tp, 6) - min(2, num_gpus) == 4", True),
+    ("abs(1 - parallelism.tp) == 3", True),
+    ("num_gpus / parallelism.tp == 4.0", True),
+])
+def test_filters_evaluate_as_python_would(text: str, expected: bool) -> None:
+    values = {"num_gpus": 16, "parallelism": {"tp": 4}}
+    assert evaluate(parse_filter(text), lookup_in(values)) is expected
