@@ -53,6 +53,14 @@ def test_a_throughput_ranks_highest_first() -> None:
     assert _ids(outcome.ranked()) == [1, 0, 2]
 
 
+def test_points_without_the_ranked_field_come_after_those_with_it() -> None:
+    sweep = load_sweep(SWEEP)
+    sweep.spec = sweep.spec.model_copy(update={"rank_by": "hbm_peak_bytes"})
+    records = [dict(_record(0, 1.0), hbm_peak_bytes=None), dict(_record(1, 1.0), hbm_peak_bytes=5),
+               dict(_record(2, 1.0), hbm_peak_bytes=3)]
+    assert _ids(SweepOutcome(sweep, records).ranked()) == [2, 1, 0]
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("1 < parallelism.tp < 8", True),            # chained: both comparisons hold
     ("1 < parallelism.tp < 3", False),           # the second one fails

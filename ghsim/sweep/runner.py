@@ -130,11 +130,12 @@ class SweepOutcome:
     errors: list[str] = field(default_factory=list)
 
     def ranked(self) -> list[dict[str, Any]]:
-        """Valid results by ``rank_by``, those that fit in memory first, ties broken by the
-        points' overrides (never by which finished first); then skipped and failed points."""
+        """Valid results by ``rank_by``, those that fit in memory first and those without the
+        field (a replayed trace's rates) after the others, ties broken by the points'
+        overrides (never by which finished first); then skipped and failed points."""
         key, descending = self.sweep.rank_by, self.sweep.descending
         done = [r for r in self.records if has_result(r)]
-        done.sort(key=lambda r: (r["fits"] is False,
+        done.sort(key=lambda r: (r["fits"] is False, r[key] is None,
                                  -(r[key] or 0) if descending else (r[key] or 0),
                                  overrides_order(r["overrides"])))
         rest = sorted((r for r in self.records if not has_result(r)),
