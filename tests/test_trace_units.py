@@ -6,17 +6,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 from ghsim.importers.classify import dtype_bytes, gemm_flops, message_bytes
 from ghsim.importers.nsys import read_nsys
 from ghsim.importers.pytorch_et import _bytes
 
-NSYS = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "extra-p_extrap"
+NSYS = (Path(__file__).resolve().parent / "data" / "traces" / "extra-p_extrap"
         / "tests__data__nsight__nsys_db__con_kernel.sqlite")
 
 
-@pytest.mark.skipif(not NSYS.is_file(), reason="the shared traces are not beside this checkout")
 def test_nsys_kernels_keep_their_nanoseconds_as_microseconds() -> None:
     db = sqlite3.connect(NSYS)
     try:
