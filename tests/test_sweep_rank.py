@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from ghsim.config.expression import evaluate, lookup_in, parse_filter
 from ghsim.config.sweep import load_sweep
+from ghsim.report.console import render_sweep
 from ghsim.sweep.runner import SweepOutcome
 
 SWEEP = Path(__file__).resolve().parents[1] / "configs" / "sweeps" / "offload-14b-gh200.yaml"
@@ -17,7 +19,9 @@ SWEEP = Path(__file__).resolve().parents[1] / "configs" / "sweeps" / "offload-14
 def _record(index: int, step: float | None, fits: bool | None = True,
             **overrides: Any) -> dict[str, Any]:
     return {"index": index, "step_time_s": step, "fits": fits, "overrides": overrides,
-            "tokens_per_s": None if step is None else 1.0 / step}
+            "tokens_per_s": None if step is None else 1e4 / step, "mfu": 0.5,
+            "hbm_peak_bytes": 2**30, "bottleneck": "gpu_tensor_cores", "does_not_fit": "hbm",
+            "error": None, "skipped": "filtered out"}
 
 
 def _ids(records: list[dict[str, Any]]) -> list[int]:
@@ -59,6 +63,20 @@ def test_points_without_the_ranked_field_come_after_those_with_it() -> None:
     records = [dict(_record(0, 1.0), hbm_peak_bytes=None), dict(_record(1, 1.0), hbm_peak_bytes=5),
                dict(_record(2, 1.0), hbm_peak_bytes=3)]
     assert _ids(SweepOutcome(sweep, records).ranked()) == [2, 1, 0]
+
+
+def test_the_table_shows_the_field_it_ranks_by() -> None:
+    sweep = load_sweep(SWEEP)
+    sweep.spec = sweep.spec.model_copy(update={"rank_by": "tokens_per_s"})
+    outcome = SweepOutcome(sweep, [_record(0, 2.0, tp=2), _record(1, 4.0, tp=1)])
+    console = Console(record=True, width=200, color_system=None)
+    render_sweep(outcome.ranked(), "2 points", sweep.rank_by, console)
+    lines = console.export_text().splitlines()
+    header = next(line for line in lines if "step" in line)
+    assert "tok/s" in header
+    rows = [line.split() for line in lines[lines.index(header) + 1:] if "%" in line]
+    assert [row[:6] for row in rows] == [["1", "2", "2", "s", "50.0%", "5,000"],
+                                         ["2", "1", "4", "s", "50.0%", "2,500"]]
 
 
 @pytest.mark.parametrize(("text", "expected"), [

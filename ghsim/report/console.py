@@ -567,9 +567,17 @@ def _natural_width(console: Console, table: Table) -> int:
     return console.measure(table, options=console.options.update(width=10**4)).maximum
 
 
-def _sweep_cells(r: dict[str, Any], serving: bool) -> list[str]:
+RANKED_COLUMNS = {"tokens_per_s": ("tok/s", ",.0f"), "tokens_per_s_per_gpu": ("tok/s/GPU", ",.0f"),
+                  "model_tflops_per_gpu": ("TFLOP/s/GPU", ",.1f"),
+                  "output_tokens_per_s_per_gpu": ("tok/s/GPU", ",.0f")}
+"""Result fields a sweep can rank by that its table does not otherwise show: the column each
+gets when it is the ranking (header, format)."""
+
+
+def _sweep_cells(r: dict[str, Any], serving: bool, ranked_by: str) -> list[str]:
     """A simulated point's result cells: the step and MFU of a training step, or the
-    throughput and p99 latencies of a served model; then HBM, fits, bound by."""
+    throughput and p99 latencies of a served model; the field ranked by if those are not it
+    (:data:`RANKED_COLUMNS`); then HBM, fits, bound by."""
     fits, hbm = record_fits(r), r["hbm_peak_bytes"]
     if serving:
         def ms(value: float | None) -> str:
@@ -577,6 +585,8 @@ def _sweep_cells(r: dict[str, Any], serving: bool) -> list[str]:
         head = [f"{r['output_tokens_per_s']:,.0f}", ms(r["ttft_p99_s"]), ms(r["tpot_p99_s"])]
     else:
         head = [format_seconds(r["step_time_s"]), _rate(r["mfu"], ".1%")]
+    if ranked_by in RANKED_COLUMNS:
+        head.append(_rate(r.get(ranked_by), RANKED_COLUMNS[ranked_by][1]))
     return [*head, "-" if hbm is None else f"{hbm / 2**30:.1f}",
             f"[red]{fits}[/]" if r["fits"] is False else fits, str(r["bottleneck"])]
 
@@ -590,6 +600,8 @@ def _sweep_table(ranked: list[dict[str, Any]], rank_by: str, axes: list[str],
             table.add_column(_header(key))
     serving = any(r.get("output_tokens_per_s") is not None for r in ranked)
     heads = ("tok/s", "TTFT p99 ms", "TPOT p99 ms") if serving else ("step", "MFU")
+    if rank_by in RANKED_COLUMNS:
+        heads = (*heads, RANKED_COLUMNS[rank_by][0])
     for column in (*heads, "HBM GiB", "fits", "bound by"):
         table.add_column(column, justify="left" if column in ("fits", "bound by") else "right")
     if stacked:
@@ -602,7 +614,7 @@ def _sweep_table(ranked: list[dict[str, Any]], rank_by: str, axes: list[str],
             number = "-"
             cells = [*(["-"] * (len(heads) + 2)), f"[dim]{r['error'] or r['skipped']}[/]"]
         else:
-            number, cells = str(rank), _sweep_cells(r, serving)
+            number, cells = str(rank), _sweep_cells(r, serving, rank_by)
         if stacked:
             table.add_row(number, *cells, " / ".join(values))
         else:

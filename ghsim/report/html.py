@@ -142,15 +142,16 @@ def sweep_report(name: str, description: str, ranked: list[dict[str, Any]],
         point = [_escape(str(r["overrides"].get(key, "-"))) for key in axes]
         if r["step_time_s"] is None:
             why = _escape(r["error"] or r["skipped"] or "")
-            rows.append([*point, "-", "-", "-", "-", "-", "-", f'<span class="bad">{why}</span>'])
+            rows.append([*point, *["-"] * 7, f'<span class="bad">{why}</span>'])
             continue
         host = "-" if r.get("h2d_bytes") is None else \
             f"{_gib(r['h2d_bytes'])} / {_gib(r['d2h_bytes'])}"
         rows.append([*point, f"{rank}", f"{r['step_time_s']:.3f}", _rate(r["mfu"], ".1%"),
+                     _rate(r.get("tokens_per_s_per_gpu"), ",.0f"),
                      _gib(r["hbm_peak_bytes"]), _fits(r["fits"], r.get("does_not_fit")), host,
                      _escape(str(r["bottleneck"]))])
-    table = _table([*axes, "rank", "step (s)", "MFU", "HBM peak (GiB)", "fits",
-                    "host link down / up (GiB)", "bound by"], rows, left=len(axes))
+    table = _table([*axes, "rank", "step (s)", "MFU", "tokens/s per GPU", "HBM peak (GiB)",
+                    "fits", "host link down / up (GiB)", "bound by"], rows, left=len(axes))
     done = [r for r in ranked if r["step_time_s"] is not None]
     best = next((r for r in done if r["fits"] is not False), None)
     short = sum(1 for r in done if r["fits"] is False)
