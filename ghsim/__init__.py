@@ -10,6 +10,13 @@ True
 >>> served = ghsim.simulate_serving(ghsim.load_any_scenario("llama3.1-70b-fp8-gh200-serving"))
 >>> served.output_tokens_per_s > 0
 True
+>>> study = ghsim.run_sweep(ghsim.load_sweep("offload-14b-gh200"), workers=1)
+>>> best = study.best()
+>>> best is not None and best["fits"]
+True
+>>> outcomes = ghsim.validate_file("gh200", only=["caraml*"])   # a shipped set, or a path
+>>> ghsim.summarize(outcomes)["simulated"]
+1
 
 The names are loaded when first used (PEP 562), so that ``import ghsim`` and the command
 line's start-up do not pay for numpy, networkx, simpy and pydantic before they are needed.
@@ -35,11 +42,14 @@ if TYPE_CHECKING:
         load_system,
         load_validation_points,
     )
+    from ghsim.config.sweep import load_sweep
     from ghsim.engine.result import Result
     from ghsim.engine.simulate import simulate
+    from ghsim.engine.validation import summarize, validate_file, validate_inference_file
     from ghsim.errors import ConfigError, GhsimError, InputError, LayoutError, OverrideError
     from ghsim.hardware import Endpoint, Route, SystemGraph, build_graph, system_totals
     from ghsim.serving import ServingResult, simulate_serving
+    from ghsim.sweep import SweepOutcome, run_sweep
     from ghsim.workload import model_flops_per_token, parameter_count
     from ghsim.workload.lower import lower
 
@@ -47,7 +57,10 @@ _WHERE = {
     "ghsim.config": ("Layout", "Scenario", "ServingScenario", "load_any_scenario", "load_file",
                      "load_hardware", "load_model", "load_scenario", "load_system",
                      "load_validation_points"),
+    "ghsim.config.sweep": ("load_sweep",),
     "ghsim.serving": ("ServingResult", "simulate_serving"),
+    "ghsim.sweep": ("SweepOutcome", "run_sweep"),
+    "ghsim.engine.validation": ("summarize", "validate_file", "validate_inference_file"),
     "ghsim.engine.result": ("Result",),
     "ghsim.engine.simulate": ("simulate",),
     "ghsim.errors": ("ConfigError", "GhsimError", "InputError", "LayoutError", "OverrideError"),
@@ -84,6 +97,7 @@ __all__ = [
     "Scenario",
     "ServingResult",
     "ServingScenario",
+    "SweepOutcome",
     "SystemGraph",
     "__version__",
     "build_graph",
@@ -92,12 +106,17 @@ __all__ = [
     "load_hardware",
     "load_model",
     "load_scenario",
+    "load_sweep",
     "load_system",
     "load_validation_points",
     "lower",
     "model_flops_per_token",
     "parameter_count",
+    "run_sweep",
     "simulate",
     "simulate_serving",
+    "summarize",
     "system_totals",
+    "validate_file",
+    "validate_inference_file",
 ]
