@@ -6,13 +6,12 @@ Run: ``python examples/offload_study.py`` (its output is in ``offload_study.out`
 
 from __future__ import annotations
 
-from ghsim.config.sweep import load_sweep
-from ghsim.sweep import run_sweep
+import ghsim
 
 
 def main() -> None:
-    sweep = load_sweep("offload-14b-gh200")
-    outcome = run_sweep(sweep, workers=1)
+    sweep = ghsim.load_sweep("offload-14b-gh200")
+    outcome = ghsim.run_sweep(sweep, workers=1)
     print(f"{'rank':>4}  {'system':<13} {'strategy':<18} {'step s':>7} {'HBM GiB':>8}  fits")
     for rank, record in enumerate(outcome.ranked(), 1):
         overrides = record["overrides"]
