@@ -6,6 +6,7 @@ import pytest
 
 from ghsim import units
 from ghsim.config import load_system
+from ghsim.config.schema import FabricSpec
 from ghsim.errors import InputError, LayoutError
 from ghsim.hardware import Endpoint, build_graph, size_fat_tree, system_totals
 
@@ -80,6 +81,24 @@ def test_fat_tree_matches_the_superpod_table() -> None:
     big = size_fat_tree(fabric, 2048, 8)
     assert big.tiers == 3
     assert big.switch_hops(big.endpoint(0, 0), big.endpoint(2047, 7)) == 5
+
+
+def test_oversubscribed_fat_tree_by_hand() -> None:
+    # radix 64 at 3:1: a leaf has 48 down-ports and 16 uplinks; the tiers above are full
+    fabric = FabricSpec(topology="fat_tree", switch_radix=64, oversubscription=3.0,
+                        hop_latency_ns=300)
+    small = size_fat_tree(fabric, 64, 4)  # 256 NICs: 6 leaves, their 96 uplinks on 2 spines
+    assert (small.down, small.up, small.tiers, small.switches_per_tier) == (48, 16, 2, (6, 2))
+    # the worst cut's 128 NICs a side send through a third of their ports' bandwidth
+    assert small.bisection_bytes_per_s(1.0) == pytest.approx(256 / 2 / 3)
+    # 4,096 NICs outgrow two tiers (48 x 64 = 3,072): 86 leaves, 1,376 uplinks on 43 middle
+    # switches of 32 down-ports each, whose 1,376 uplinks fill 22 top switches of 64 ports
+    big = size_fat_tree(fabric, 1024, 4)
+    assert (big.tiers, big.switches_per_tier) == (3, (86, 43, 22))
+    assert big.block_size(2) == 48 * 32
+    full = size_fat_tree(FabricSpec(topology="fat_tree", switch_radix=64, hop_latency_ns=300),
+                         64, 4)
+    assert (full.down, full.up, full.bisection_bytes_per_s(1.0)) == (32, 32, 128.0)
 
 
 def test_totals() -> None:

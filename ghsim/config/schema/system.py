@@ -162,7 +162,8 @@ class FabricSpec(Spec):
     )
     switch_radix: PositiveInt = Field(description="Ports per switch.")
     oversubscription: float = Field(
-        default=1.0, ge=1.0, description="Down-links per up-link at each level; 1 is non-blocking."
+        default=1.0, ge=1.0, description="A leaf switch's down-links (to NICs) per up-link; 1 "
+        "is non-blocking. The tiers above the leaves are non-blocking."
     )
     nodes_per_unit: PositiveInt | None = Field(
         default=None, description="rail_optimized: nodes per scalable unit."
