@@ -20,7 +20,7 @@ from ghsim.config.serving_layout import ServingScenario
 from ghsim.errors import InputError
 from ghsim.serving import simulate_serving
 from ghsim.serving.costs import Batch, IterationModel
-from ghsim.serving.memory import serving_memory, trtllm_bench_limits
+from ghsim.serving.memory import serving_memory, smallest_tp, trtllm_bench_limits
 from ghsim.units import GIB
 from ghsim.workload.modelsize import parameter_count
 
@@ -169,11 +169,26 @@ def test_weights_and_kv_bytes_by_hand() -> None:
     linear = count.total - count.embedding - count.output - norms
     assert memory.weights_bytes == linear + 2 * (count.embedding + count.output + norms)
     assert memory.kv_bytes_per_token == 2 * 80 * 8 * 128 * 1  # FP8 KV cache by default
+    wide_kv = serving_memory(scenario(precision="fp8", kv_cache_dtype="bf16",
+                                      model="llama3-70b").spec)
+    assert wide_kv.kv_bytes_per_token == 2 * 80 * 8 * 128 * 2  # its own dtype, not the weights'
+    assert wide_kv.weights_bytes == memory.weights_bytes
     tp2 = serving_memory(scenario(precision="fp8", model="llama3-70b", num_gpus=2,
                                   parallelism={"tp": 2}).spec)
     assert tp2.kv_bytes_per_token == memory.kv_bytes_per_token / 2
     # tp splits the linear layers and the lm_head; the embedding and the norms are replicated
     assert tp2.weights_bytes == (linear + 2 * count.output) / 2 + 2 * (count.embedding + norms)
+
+
+def test_an_unsplit_replica_takes_the_smallest_tp_leaving_room_for_its_kv_cache() -> None:
+    # Llama 3 70B's FP8 weights (about 70 GB) are 82 % of an 80 GB H100, more than the 60 %
+    # MLPerf submissions serve at: TP 2 (41 %); 46 % of an H200: TP 1; in BF16, TP 4 on H100
+    def chosen(system: str, precision: str) -> int:
+        return smallest_tp(scenario(precision=precision, model="llama3-70b", system=system,
+                                    num_gpus=8).spec)
+    assert chosen("dgx-h100", "fp8") == 2
+    assert chosen("dgx-h200", "fp8") == 1
+    assert chosen("dgx-h100", "bf16") == 4
 
 
 def test_trtllm_bench_heuristic_by_hand() -> None:
