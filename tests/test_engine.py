@@ -202,6 +202,21 @@ def test_trace_opens_in_perfetto(tmp_path: Path) -> None:
     assert end_us == pytest.approx(result["step_time_s"] * 1e6, rel=1e-9)
 
 
+def test_memory_counters_change_as_their_ops_end() -> None:
+    # a buffer is allocated or freed at the end of its op (static ones from the start), as
+    # the run's memory peaks count them
+    result = simulate(load_scenario(SMALL, BASE))
+    timeline = result.timeline
+    assert timeline is not None
+    events = chrome_trace(timeline)["traceEvents"]
+    for pid, cls in enumerate(timeline.classes):
+        seen = {e["ts"] for e in events
+                if e["ph"] == "C" and e["pid"] == pid and e["name"].startswith("memory")}
+        memory = cls.rank_class.memory
+        expected = {cls.end_of[m.op] * 1e6 for m in memory if m.op >= 0}
+        assert expected and seen == expected | ({0.0} if any(m.op < 0 for m in memory) else set())
+
+
 def test_chrome_trace_is_plain_json() -> None:
     result = simulate(load_scenario(SMALL, BASE))
     assert result.timeline is not None
