@@ -10,7 +10,9 @@ from rich.console import Console
 
 from ghsim.config.expression import evaluate, lookup_in, parse_filter
 from ghsim.config.sweep import load_sweep
+from ghsim.engine.simulate import simulate
 from ghsim.report.console import render_sweep
+from ghsim.sweep.record import result_record
 from ghsim.sweep.runner import SweepOutcome
 
 SWEEP = Path(__file__).resolve().parents[1] / "configs" / "sweeps" / "offload-14b-gh200.yaml"
@@ -77,6 +79,22 @@ def test_the_table_shows_the_field_it_ranks_by() -> None:
     rows = [line.split() for line in lines[lines.index(header) + 1:] if "%" in line]
     assert [row[:6] for row in rows] == [["1", "2", "2", "s", "50.0%", "5,000"],
                                          ["2", "1", "4", "s", "50.0%", "2,500"]]
+
+
+def test_a_point_s_record_carries_its_peak_and_its_busier_host_direction() -> None:
+    sweep = load_sweep(SWEEP)
+    wanted = {"system": "gh200-single", "offload.strategy": "optimizer"}
+    point = next(p for p in sweep.points() if dict(p.overrides) == wanted)
+    scenario = sweep.scenario(point)
+    result = simulate(scenario)
+    hbm = result.memory["hbm"]
+    record = result_record(point, scenario, result)
+    assert record["hbm_peak_bytes"] == hbm["peak_bytes"] < hbm["capacity_bytes"]
+    assert record["hbm_capacity_bytes"] == hbm["capacity_bytes"]
+    # the host link's busier direction, whichever it is
+    for down, up in ((0.25, 0.5), (0.5, 0.25)):
+        result.host.update(h2d_utilization=down, d2h_utilization=up)
+        assert result_record(point, scenario, result)["host_link_utilization"] == 0.5
 
 
 @pytest.mark.parametrize(("text", "expected"), [
