@@ -20,7 +20,7 @@ DRAWS = 200_000
 @pytest.mark.parametrize("distribution", ["normal", "lognormal"])
 def test_drawn_lengths_have_the_stated_mean_and_spread(distribution: str) -> None:
     # far from the clips, the draws keep the distribution's own mean and standard deviation
-    spec = LengthSpec(distribution=distribution, mean=500.0, std=150.0)
+    spec = LengthSpec.model_validate({"distribution": distribution, "mean": 500.0, "std": 150.0})
     values = draw_lengths(spec, DRAWS, np.random.default_rng(7))
     assert values.mean() == pytest.approx(500.0, rel=0.01)
     assert values.std() == pytest.approx(150.0, rel=0.02)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from ghsim.config import Scenario
 from ghsim.config.expression import evaluate, lookup_in, parse_filter
 from ghsim.config.sweep import load_sweep
 from ghsim.engine.simulate import simulate
@@ -86,6 +87,7 @@ def test_a_point_s_record_carries_its_peak_and_its_busier_host_direction() -> No
     wanted = {"system": "gh200-single", "offload.strategy": "optimizer"}
     point = next(p for p in sweep.points() if dict(p.overrides) == wanted)
     scenario = sweep.scenario(point)
+    assert isinstance(scenario, Scenario)
     result = simulate(scenario)
     hbm = result.memory["hbm"]
     record = result_record(point, scenario, result)

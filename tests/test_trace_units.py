@@ -6,9 +6,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from ghsim.importers.classify import dtype_bytes, gemm_flops, message_bytes
+from ghsim.importers.kineto import GpuEvent
 from ghsim.importers.nsys import read_nsys
 from ghsim.importers.pytorch_et import _bytes
+from ghsim.importers.replay import _op, source_gpu
+from ghsim.workload.ir import Kernel, Op
 
 NSYS = (Path(__file__).resolve().parent / "data" / "traces" / "extra-p_extrap"
         / "tests__data__nsight__nsys_db__con_kernel.sqlite")
@@ -75,3 +80,33 @@ def test_execution_trace_tensor_bytes_by_type() -> None:
     assert _bytes([[4, 8]], ["Tensor(unsigned char)"]) == 32
     assert _bytes([[4, 8]], ["Tensor(a)"]) == 128  # no size named: 4 bytes an element
     assert _bytes([[4, 8], "not a shape"], ["Tensor(float)", "Int"]) == 128
+
+
+def _recost(event: GpuEvent) -> Op:
+    a100 = source_gpu("NVIDIA A100-SXM4-80GB", "bf16")
+    h100 = source_gpu("NVIDIA H100 80GB HBM3", "bf16")
+    assert a100 is not None and h100 is not None
+    ctx = {"group": None, "dtype": "bf16", "target": h100, "source": a100, "fallback": 0.0}
+    return _op(0, event, "compute", (), 0.0, "recost", ctx)
+
+
+def test_recost_scales_what_it_cannot_classify_by_the_gpus_peaks() -> None:
+    a100 = source_gpu("NVIDIA A100-SXM4-80GB", "bf16")
+    h100 = source_gpu("NVIDIA H100 80GB HBM3", "bf16")
+    assert a100 is not None and h100 is not None
+    # a memory-bound kernel by the two HBMs' bandwidths, a GEMM without shapes by the peaks
+    norm = _recost(GpuEvent("layer_norm", "kernel", 7, 0.0, 100.0, "norm"))
+    assert norm.attrs["fallback_s"] == pytest.approx(100e-6 * a100.bandwidth / h100.bandwidth)
+    gemm = _recost(GpuEvent("sm80_gemm", "kernel", 7, 0.0, 100.0, "gemm"))
+    assert gemm.attrs["fallback_s"] == pytest.approx(100e-6 * a100.flops / h100.flops)
+    assert h100.flops / a100.flops == pytest.approx(989.4 / 312, rel=1e-3)
+
+
+def test_recost_gemms_read_and_write_16_bit_matrices() -> None:
+    m, n, k = 1024, 2048, 512
+    op = _recost(GpuEvent("sm80_gemm", "kernel", 7, 0.0, 100.0, "gemm", flops=2.0 * m * n * k,
+                          shape=(m, n, k)))
+    (kernel,) = op.body
+    assert isinstance(kernel, Kernel)
+    assert (kernel.flops, kernel.bytes, kernel.shape) == (2.0 * m * n * k,
+                                                          2.0 * (m * k + k * n + m * n), (m, n, k))
