@@ -1,4 +1,5 @@
-"""How a sweep ranks its points and how its filter reads, by hand on made-up records."""
+"""How a sweep ranks, shows and records its points, and how its filter reads: by hand, on made-up
+records and one simulated point."""
 
 from __future__ import annotations
 
