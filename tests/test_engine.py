@@ -15,6 +15,7 @@ from ghsim.cli import main
 from ghsim.config import load_scenario, load_validation_points
 from ghsim.config.sweep import Point
 from ghsim.engine.attribution import BREAKDOWN_KEYS
+from ghsim.engine.result import Result
 from ghsim.engine.simulate import simulate
 from ghsim.report.console import stages_text
 from ghsim.report.trace import chrome_trace
@@ -36,8 +37,14 @@ def step(overrides: list[str], base: list[str] = DGX) -> float:
     return simulate(load_scenario(SMALL, [*base, *overrides])).step_time_s
 
 
-def test_result_contract() -> None:
-    result = simulate(load_scenario(SMALL, BASE)).to_dict()
+@pytest.fixture(scope="module")
+def small() -> Result:
+    """SMALL with BASE simulated once for the tests that only read its result."""
+    return simulate(load_scenario(SMALL, BASE))
+
+
+def test_result_contract(small: Result) -> None:
+    result = small.to_dict()
     for key in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                 "mfu", "breakdown_s", "bottleneck", "memory", "links", "warnings", "inputs",
                 "gpu_clock", "stages"):
@@ -202,11 +209,10 @@ def test_trace_opens_in_perfetto(tmp_path: Path) -> None:
     assert end_us == pytest.approx(result["step_time_s"] * 1e6, rel=1e-9)
 
 
-def test_memory_counters_change_as_their_ops_end() -> None:
+def test_memory_counters_change_as_their_ops_end(small: Result) -> None:
     # a buffer is allocated or freed at the end of its op (static ones from the start), as
     # the run's memory peaks count them
-    result = simulate(load_scenario(SMALL, BASE))
-    timeline = result.timeline
+    timeline = small.timeline
     assert timeline is not None
     events = chrome_trace(timeline)["traceEvents"]
     for pid, cls in enumerate(timeline.classes):
@@ -217,7 +223,6 @@ def test_memory_counters_change_as_their_ops_end() -> None:
         assert expected and seen == expected | ({0.0} if any(m.op < 0 for m in memory) else set())
 
 
-def test_chrome_trace_is_plain_json() -> None:
-    result = simulate(load_scenario(SMALL, BASE))
-    assert result.timeline is not None
-    json.dumps(chrome_trace(result.timeline))
+def test_chrome_trace_is_plain_json(small: Result) -> None:
+    assert small.timeline is not None
+    json.dumps(chrome_trace(small.timeline))

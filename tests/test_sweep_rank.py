@@ -11,13 +11,21 @@ from rich.console import Console
 
 from ghsim.config import Scenario
 from ghsim.config.expression import evaluate, lookup_in, parse_filter
-from ghsim.config.sweep import load_sweep
+from ghsim.config.sweep import Sweep, load_sweep
 from ghsim.engine.simulate import simulate
 from ghsim.report.console import render_sweep
 from ghsim.sweep.record import result_record
 from ghsim.sweep.runner import SweepOutcome
 
 SWEEP = Path(__file__).resolve().parents[1] / "configs" / "sweeps" / "offload-14b-gh200.yaml"
+
+
+def _sweep(rank_by: str | None = None) -> Sweep:
+    """The shipped study, ranked by ``rank_by`` where given."""
+    sweep = load_sweep(SWEEP)
+    if rank_by is not None:
+        sweep.spec = sweep.spec.model_copy(update={"rank_by": rank_by})
+    return sweep
 
 
 def _record(index: int, step: float | None, fits: bool | None = True,
@@ -33,7 +41,7 @@ def _ids(records: list[dict[str, Any]]) -> list[int]:
 
 
 def test_fitting_points_rank_first_by_the_metric_then_by_their_overrides() -> None:
-    sweep = load_sweep(SWEEP)
+    sweep = _sweep()
     assert sweep.rank_by == "step_time_s" and not sweep.descending  # fastest first
     records = [_record(0, 2.0, tp=2), _record(1, 1.0, fits=False, tp=1),
                _record(2, 3.0, tp=4), _record(3, None, fits=None, tp=8),
@@ -47,31 +55,28 @@ def test_fitting_points_rank_first_by_the_metric_then_by_their_overrides() -> No
 
 
 def test_the_best_point_is_never_one_that_does_not_fit() -> None:
-    outcome = SweepOutcome(load_sweep(SWEEP), [_record(0, 1.0, fits=False),
+    outcome = SweepOutcome(_sweep(), [_record(0, 1.0, fits=False),
                                                _record(1, 2.0, fits=False)])
     assert _ids(outcome.ranked()) == [0, 1]
     assert outcome.best() is None
 
 
 def test_a_throughput_ranks_highest_first() -> None:
-    sweep = load_sweep(SWEEP)
-    sweep.spec = sweep.spec.model_copy(update={"rank_by": "tokens_per_s"})
+    sweep = _sweep("tokens_per_s")
     assert sweep.descending
     outcome = SweepOutcome(sweep, [_record(0, 2.0), _record(1, 1.0), _record(2, 4.0)])
     assert _ids(outcome.ranked()) == [1, 0, 2]
 
 
 def test_points_without_the_ranked_field_come_after_those_with_it() -> None:
-    sweep = load_sweep(SWEEP)
-    sweep.spec = sweep.spec.model_copy(update={"rank_by": "hbm_peak_bytes"})
+    sweep = _sweep("hbm_peak_bytes")
     records = [dict(_record(0, 1.0), hbm_peak_bytes=None), dict(_record(1, 1.0), hbm_peak_bytes=5),
                dict(_record(2, 1.0), hbm_peak_bytes=3)]
     assert _ids(SweepOutcome(sweep, records).ranked()) == [2, 1, 0]
 
 
 def test_the_table_shows_the_field_it_ranks_by() -> None:
-    sweep = load_sweep(SWEEP)
-    sweep.spec = sweep.spec.model_copy(update={"rank_by": "tokens_per_s"})
+    sweep = _sweep("tokens_per_s")
     outcome = SweepOutcome(sweep, [_record(0, 2.0, tp=2), _record(1, 4.0, tp=1)])
     console = Console(record=True, width=200, color_system=None)
     render_sweep(outcome.ranked(), "2 points", sweep.rank_by, console)
@@ -84,7 +89,7 @@ def test_the_table_shows_the_field_it_ranks_by() -> None:
 
 
 def test_a_point_s_record_carries_its_peak_and_its_busier_host_direction() -> None:
-    sweep = load_sweep(SWEEP)
+    sweep = _sweep()
     wanted = {"system": "gh200-single", "offload.strategy": "optimizer"}
     point = next(p for p in sweep.points() if dict(p.overrides) == wanted)
     scenario = sweep.scenario(point)

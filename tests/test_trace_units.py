@@ -12,7 +12,7 @@ from ghsim.importers.classify import dtype_bytes, gemm_flops, message_bytes
 from ghsim.importers.kineto import GpuEvent
 from ghsim.importers.nsys import read_nsys
 from ghsim.importers.pytorch_et import _bytes
-from ghsim.importers.replay import _op, source_gpu
+from ghsim.importers.replay import SourceGpu, _op, source_gpu
 from ghsim.workload.ir import Kernel, Op
 
 NSYS = (Path(__file__).resolve().parent / "data" / "traces" / "extra-p_extrap"
@@ -82,18 +82,22 @@ def test_execution_trace_tensor_bytes_by_type() -> None:
     assert _bytes([[4, 8], "not a shape"], ["Tensor(float)", "Int"]) == 128
 
 
-def _recost(event: GpuEvent) -> Op:
+def _gpus() -> tuple[SourceGpu, SourceGpu]:
+    """The A100 a trace was taken on and the H100 it is recosted for."""
     a100 = source_gpu("NVIDIA A100-SXM4-80GB", "bf16")
     h100 = source_gpu("NVIDIA H100 80GB HBM3", "bf16")
     assert a100 is not None and h100 is not None
+    return a100, h100
+
+
+def _recost(event: GpuEvent) -> Op:
+    a100, h100 = _gpus()
     ctx = {"group": None, "dtype": "bf16", "target": h100, "source": a100, "fallback": 0.0}
     return _op(0, event, "compute", (), 0.0, "recost", ctx)
 
 
 def test_recost_scales_what_it_cannot_classify_by_the_gpus_peaks() -> None:
-    a100 = source_gpu("NVIDIA A100-SXM4-80GB", "bf16")
-    h100 = source_gpu("NVIDIA H100 80GB HBM3", "bf16")
-    assert a100 is not None and h100 is not None
+    a100, h100 = _gpus()
     # a memory-bound kernel by the two HBMs' bandwidths, a GEMM without shapes by the peaks
     norm = _recost(GpuEvent("layer_norm", "kernel", 7, 0.0, 100.0, "norm"))
     assert norm.attrs["fallback_s"] == pytest.approx(100e-6 * a100.bandwidth / h100.bandwidth)

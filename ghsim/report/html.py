@@ -137,12 +137,14 @@ def sweep_report(name: str, description: str, ranked: list[dict[str, Any]],
         axes += [key for key in r["overrides"] if key not in axes]
     if any(r.get("output_tokens_per_s") is not None for r in ranked):
         return _serving_sweep_report(name, description, ranked, axes, svgs, summary, setup)
+    columns = ["rank", "step (s)", "MFU", "tokens/s per GPU", "HBM peak (GiB)", "fits",
+               "host link down / up (GiB)", "bound by"]
     rows = []
     for rank, r in enumerate(ranked, 1):
         point = [_escape(str(r["overrides"].get(key, "-"))) for key in axes]
-        if r["step_time_s"] is None:
+        if r["step_time_s"] is None:  # dashes, then why in the last column
             why = _escape(r["error"] or r["skipped"] or "")
-            rows.append([*point, *["-"] * 7, f'<span class="bad">{why}</span>'])
+            rows.append([*point, *["-"] * (len(columns) - 1), f'<span class="bad">{why}</span>'])
             continue
         host = "-" if r.get("h2d_bytes") is None else \
             f"{_gib(r['h2d_bytes'])} / {_gib(r['d2h_bytes'])}"
@@ -150,8 +152,7 @@ def sweep_report(name: str, description: str, ranked: list[dict[str, Any]],
                      _rate(r.get("tokens_per_s_per_gpu"), ",.0f"),
                      _gib(r["hbm_peak_bytes"]), _fits(r["fits"], r.get("does_not_fit")), host,
                      _escape(str(r["bottleneck"]))])
-    table = _table([*axes, "rank", "step (s)", "MFU", "tokens/s per GPU", "HBM peak (GiB)",
-                    "fits", "host link down / up (GiB)", "bound by"], rows, left=len(axes))
+    table = _table([*axes, *columns], rows, left=len(axes))
     done = [r for r in ranked if r["step_time_s"] is not None]
     best = next((r for r in done if r["fits"] is not False), None)
     short = sum(1 for r in done if r["fits"] is False)
