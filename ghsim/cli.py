@@ -239,7 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ghsim.config import ServingScenario, load_any_scenario
-    from ghsim.outputs import output_folder, refuse_inputs
+    from ghsim.outputs import check_outputs, output_folder
 
     loaded = load_any_scenario(args.scenario, args.overrides)
     if isinstance(loaded, ServingScenario):
@@ -256,7 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if directory is not None:  # checked before the simulation, so a mistake costs no time
         written = [directory / f for f in ("result.json", "trace.json", "report.html",
                                            "breakdown.png", "breakdown.svg")]
-        refuse_inputs(written, [Path(scenario.source)])
+        check_outputs(written, [Path(scenario.source)])
         output_folder(directory, create=False)
     if args.chakra is not None:
         output_folder(Path(args.chakra), "--chakra", create=False)
@@ -282,7 +282,7 @@ def _run_serving(scenario: ServingScenario, args: argparse.Namespace) -> int:
     """``ghsim run`` on a serving scenario: result.json and trace.json with ``-o``."""
     from rich.console import Console
 
-    from ghsim.outputs import output_folder, refuse_inputs, write_text
+    from ghsim.outputs import check_outputs, output_folder, write_text
     from ghsim.report.serving import render_serving, serving_trace
     from ghsim.serving import simulate_serving
 
@@ -291,7 +291,7 @@ def _run_serving(scenario: ServingScenario, args: argparse.Namespace) -> int:
                          "scenario has none")
     directory = Path(args.output) if args.output is not None else None
     if directory is not None:
-        refuse_inputs([directory / "result.json", directory / "trace.json"],
+        check_outputs([directory / "result.json", directory / "trace.json"],
                       [Path(scenario.source)])
         output_folder(directory, create=False)
     result = simulate_serving(scenario)
@@ -439,7 +439,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
 
     from ghsim.config.sweep import load_sweep
-    from ghsim.outputs import directory_lock, refuse_inputs
+    from ghsim.outputs import check_outputs, directory_lock
     from ghsim.report import console as render
     from ghsim.sweep.runner import run_sweep
 
@@ -452,7 +452,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     with contextlib.ExitStack() as stack:
         if output is not None:
-            refuse_inputs([output / "results.json", output / "results.csv",
+            check_outputs([output / "results.json", output / "results.csv",
                            output / "report.html"], [Path(sweep.path)])
             stack.enter_context(directory_lock(output))
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(),

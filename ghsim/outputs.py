@@ -154,6 +154,16 @@ def refuse_inputs(outputs: Iterable[Path], inputs: Iterable[Path], flag: str = "
                                  "writes over its inputs)")
 
 
+def check_outputs(outputs: Iterable[Path], inputs: Iterable[Path], flag: str = "-o") -> None:
+    """Before the work: exit 2 (an :class:`InputError`) when a file about to be written is one
+    of the ``inputs`` or is not a regular file (a folder, a FIFO, a device), so that a mistake
+    in an output path is answered at once rather than after the run it would have ended."""
+    written = list(outputs)
+    refuse_inputs(written, inputs, flag)
+    for output in written:
+        refuse_special(output)
+
+
 @contextlib.contextmanager
 def directory_lock(directory: Path) -> Iterator[None]:
     """Hold ``directory/.ghsim.lock`` for the block: a second ghsim writing into the same folder

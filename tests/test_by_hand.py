@@ -365,6 +365,38 @@ def test_a_copy_crosses_the_host_link_in_its_own_direction(operation: str, link:
     assert result.step_time_s == pytest.approx(16 * 2**30 / (450 * GB * eff), rel=1e-6)
 
 
+@pytest.mark.parametrize(("operation", "link", "measured_gb_s"), [
+    # FACTS.md T2#3 "Hopper -> local LPDDR5X (over C2C) read / write | 420.2 / 380.1"
+    ("gpu_read_host", "n0.cpu0>n0.gpu0", 420.2),
+    ("gpu_write_host", "n0.gpu0>n0.cpu0", 380.1),
+    # FACTS.md T2#5 "Grace -> local HBM (over C2C) read / write | 238.4 / 287.2"
+    ("cpu_read_device", "n0.gpu0>n0.cpu0", 238.4),
+    ("cpu_write_device", "n0.cpu0>n0.gpu0", 287.2),
+])
+def test_in_place_access_crosses_the_host_link_the_data_way(operation: str, link: str,
+                                                            measured_gb_s: float) -> None:
+    """16 GiB read or written in place: the bytes cross the one direction of NVLink-C2C the
+    data flows (a GPU reading host memory and a CPU writing GPU memory both move data toward
+    the GPU), and LPDDR5X once, at the measured rate."""
+    scenario = load_scenario("configs/scenarios/microbench/gh200-h2d-copy.yaml",
+                             [f"microbenchmark.operation={operation}"])
+    result = simulate(scenario)
+    assert result.timeline is not None and result.timeline.network is not None
+    carried = {name: u.bytes for name, u in result.timeline.network.usage.items() if u.bytes}
+    assert carried == {link: 16 * 2**30, "n0.lpddr0": 16 * 2**30}
+    assert result.workload["bandwidth_gb_s"] == pytest.approx(measured_gb_s, rel=1e-3)
+
+
+def test_a_few_grace_cores_stream_a_triad_at_their_single_thread_rates() -> None:
+    """STREAM's triad reads two arrays for each it writes. Four Grace cores, each reading 20.6
+    and writing 43.0 GB/s (docs/hardware-facts.md T4#29), move 4 / (2/3 / 20.6 + 1/3 / 43.0)
+    = 99.7 GB/s, a quarter of what LPDDR5X gives all 72."""
+    scenario = load_scenario("configs/scenarios/microbench/gh200-stream-lpddr.yaml",
+                             ["system.node.cpu.cpu.compute.cores=4"])
+    expected = 4 / ((2 / 3) / 20.6 + (1 / 3) / 43.0)
+    assert simulate(scenario).workload["bandwidth_gb_s"] == pytest.approx(expected, rel=1e-9)
+
+
 def _layer_activations(t: int, recompute: str = "none") -> int:
     """Bytes one layer keeps for its backward pass (Korthikanti et al. 2022, flash attention,
     no dropout): the norm input, the QKV input, Q, K and V, the attention output and one FP32

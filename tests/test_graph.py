@@ -113,6 +113,21 @@ def test_totals() -> None:
     assert h100.fabric_bisection_bytes_per_s == 1024 * 50 * units.GB_S / 2
 
 
+def test_totals_by_hand_direct_links_and_part_of_a_node() -> None:
+    """A quad GH200 node's GPUs are linked pairwise by 6 NVLink4 links (150 GB/s a peer): a cut
+    into two pairs crosses 2 x 2 peer links, 600 GB/s. Half a DGX H100 counts the HBM of its
+    4 GPUs only, and its switch domain's bisection is 2 GPUs' 450 GB/s."""
+    quad = system_totals(build_graph(load_system("gh200-quad"), 4))
+    assert quad.nvlink_bytes_per_s_per_gpu == 3 * 150 * units.GB_S
+    assert quad.domain_bisection_bytes_per_s == 2 * 2 * 150 * units.GB_S
+    assert quad.memory_bytes == {"hbm": 4 * 96 * units.GIB, "lpddr": 4 * 120 * units.GIB}
+    assert quad.cpu_cores == 4 * 72
+    assert system_totals(build_graph(load_system("gh200-quad"), 8)).cpu_cores == 2 * 4 * 72
+    half = system_totals(build_graph(load_system("dgx-h100"), 4))
+    assert half.memory_bytes["hbm"] == 4 * 80 * units.GIB
+    assert half.domain_bisection_bytes_per_s == 2 * 450 * units.GB_S
+
+
 def test_partial_node_and_bad_sizes() -> None:
     graph = build_graph(load_system("dgx-h100"), 4)
     assert graph.num_nodes == 1 and graph.gpus_per_node == 4

@@ -61,6 +61,35 @@ def test_relative_path_reference_and_user_folder(
     assert by_path.spec.system.name == "my-dgx"
 
 
+def test_a_local_file_shadows_the_shipped_one_of_its_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``configs/systems/dgx-h100.yaml`` under the current folder is the user's own DGX H100
+    (a what-if on the shipped one): it wins over the shipped file of that name."""
+    shipped = (Path(__file__).parents[1] / "configs/systems/dgx-h100.yaml").read_text()
+    write(tmp_path, "configs/systems/dgx-h100.yaml",
+          shipped.replace("name: dgx-h100", "name: my-edited-dgx-h100"))
+    monkeypatch.chdir(tmp_path)
+    assert load_system("dgx-h100").name == "my-edited-dgx-h100"
+
+
+def test_a_relative_path_is_read_beside_the_file_that_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``system: my-system.yaml`` in runs/a.yaml is runs/my-system.yaml, even when the current
+    folder holds a file of that name too."""
+    system = (Path(__file__).parents[1] / "configs/systems/dgx-h100.yaml").read_text()
+    write(tmp_path, "runs/my-system.yaml", system.replace("name: dgx-h100", "name: beside"))
+    write(tmp_path, "my-system.yaml", system.replace("name: dgx-h100", "name: in-cwd"))
+    monkeypatch.chdir(tmp_path)
+    scenario = write(tmp_path, "runs/a.yaml", SCENARIO.format(system="my-system.yaml"))
+    assert load_scenario(scenario).spec.system.name == "beside"
+
+
+def test_a_document_with_keys_that_are_not_strings_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "numbers.yaml", "1: a\nname: b\n")
+    with pytest.raises(ConfigError, match="expected string keys, got 1"):
+        yamlio.read_mapping(path)
+
+
 def test_ghsim_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = (Path(__file__).parents[1] / "models/llama2-7b.yaml").read_text()
     write(tmp_path / "lib", "models/my-model.yaml", model.replace("name: Llama 2 7B", "name: Mine"))

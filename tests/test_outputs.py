@@ -70,3 +70,39 @@ def test_fp8_on_a_gpu_without_fp8_is_one_clear_line(
     assert main(["run", "gpt3-175b-mlperf-h100-10752", "--set", "system=dgx-a100"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no FP8 tensor cores" in err[0], err
+
+
+def test_an_output_path_naming_a_fifo_is_refused_first_and_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Renaming a finished file over a FIFO (or a device) would destroy it: exit 2 before any
+    input is read or any step simulated (this trace is not even valid), the FIFO is still one,
+    and no temporary file is left."""
+    import os
+    import stat
+
+    trace = tmp_path / "rank0.json"
+    trace.write_text('{"traceEvents": []}')
+    fifo = tmp_path / "workload.yaml"
+    os.mkfifo(fifo)
+    assert main(["import", str(trace), "-o", str(fifo)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected a regular file to write, found a FIFO" in err[0]
+    with pytest.raises(InputError, match="found a FIFO"):
+        write_text(fifo, "x")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.json", "workload.yaml"]
+    folder = tmp_path / "out"
+    folder.mkdir()
+    os.mkfifo(folder / "trace.json")
+    assert main(["run", "llama3-8b-gh200", "--set", "model.layers=1000000", "-o",
+                 str(folder)]) == 2  # refused before the (huge) step is lowered
+    assert "trace.json: expected a regular file to write" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == ["trace.json"]
+
+
+def test_import_makes_the_output_folder(tmp_path: Path) -> None:
+    kineto = (ROOT / "tests" / "data" / "traces" / "facebookresearch_param"
+              / "et_replay__tests__inputs__linear_kineto.json.gz")
+    output = tmp_path / "new" / "folder" / "workload.yaml"
+    assert main(["import", str(kineto), "-o", str(output)]) == 0
+    assert output.is_file()

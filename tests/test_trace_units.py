@@ -1,5 +1,6 @@
 """What the trace readers take from a record, by hand: Nsight Systems' nanoseconds, a traced
-matrix multiply's FLOPs, a collective's bytes, an execution trace's tensor sizes."""
+matrix multiply's FLOPs, a collective's bytes, an execution trace's tensor sizes, and the
+fields they refuse."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ghsim.importers.checks import Fields, TraceError
 from ghsim.importers.classify import dtype_bytes, gemm_flops, message_bytes
 from ghsim.importers.kineto import GpuEvent
 from ghsim.importers.nsys import read_nsys
@@ -114,3 +116,18 @@ def test_recost_gemms_read_and_write_16_bit_matrices() -> None:
     assert isinstance(kernel, Kernel)
     assert (kernel.flops, kernel.bytes, kernel.shape) == (2.0 * m * n * k,
                                                           2.0 * (m * k + k * n + m * n), (m, n, k))
+
+
+@pytest.mark.parametrize("value", [True, False, 1.5, "3", None, -1, 2**63])
+def test_an_integer_field_takes_integers_only(value: object) -> None:
+    """JSON's true is not the integer 1: a pid, a stream or an index given as a boolean is a
+    broken trace, named with its record and field."""
+    with pytest.raises(TraceError, match=r"traceEvents\[7\]\.args\.stream: expected an "
+                       "integer from 0 to"):
+        Fields("rank0.json", "traceEvents[7]").integer(value, "args.stream")
+
+
+def test_an_integer_field_keeps_whole_numbers() -> None:
+    fields = Fields("rank0.json", "traceEvents[7]")
+    assert fields.integer(7, "pid") == 7
+    assert fields.integer(7.0, "pid") == 7

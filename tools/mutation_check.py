@@ -24,6 +24,7 @@ sabotage survives, or if the baseline cannot run.
     python tools/mutation_check.py              # baseline, then every sabotage, 2 at a time
     python tools/mutation_check.py --list       # the sabotages
     python tools/mutation_check.py -k wave -k ring --no-baseline
+    python tools/mutation_check.py -k totals --no-baseline --first-only   # a quick screen
     python tools/mutation_check.py --head --overlay tests/test_by_hand.py
 """
 
@@ -872,6 +873,227 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "texts = None",
              "a validation point's overrides (the Alps module cap of February 2025) are dropped",
              ("tests/test_calibration.py", "tests/test_accuracy_sets.py")),
+    # -- shared helpers, totals and the result --------------------------------------------------
+    Sabotage("interpolate-linear-in-x", "ghsim/interpolate.py",
+             "return y0 + math.log2(x / x0) / math.log2(x1 / x0) * (y1 - y0)",
+             "return y0 + (x - x0) / (x1 - x0) * (y1 - y0)",
+             "measured tables (the NCCL ramp, attention by head size) are read linearly in x, "
+             "not in log2(x)"),
+    Sabotage("largest-normal-hazen", "ghsim/stats.py",
+             "return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))",
+             "return NormalDist().inv_cdf((n - 0.5) / n)",
+             "the expected largest of n normal draws uses Hazen's plotting position (1.53 for 8 "
+             "instead of 1.42)"),
+    Sabotage("totals-switch-bisection-whole", "ghsim/hardware/totals.py",
+             "        return per_gpu, gpus // 2 * per_gpu",
+             "        return per_gpu, gpus * per_gpu",
+             "an NVLink switch domain's bisection counts every GPU's bandwidth, not half's",
+             ("tests/test_graph.py",)),
+    Sabotage("totals-direct-bisection-one-pair", "ghsim/hardware/totals.py",
+             "return per_gpu, (gpus // 2) * (gpus - gpus // 2) * out[0]",
+             "return per_gpu, (gpus // 2) * out[0]",
+             "a directly linked domain's bisection counts one link per GPU pair across the cut",
+             ("tests/test_graph.py",)),
+    Sabotage("totals-gpu-memory-whole-node", "ghsim/hardware/totals.py",
+             "        share = gpu_fraction if owner_is_gpu else 1.0",
+             "        share = 1.0",
+             "a scenario on part of a node counts every GPU's HBM of the node",
+             ("tests/test_graph.py",)),
+    Sabotage("totals-cores-one-node", "ghsim/hardware/totals.py",
+             '        cpu_cores=sum(graph.component(c)["cores"] for c in graph.components("cpu"))\n'
+             "        * graph.num_nodes,",
+             '        cpu_cores=sum(graph.component(c)["cores"] for c in graph.components("cpu")),',
+             "the system's CPU cores are one node's",
+             ("tests/test_graph.py",)),
+    Sabotage("launches-ignore-groups", "ghsim/workload/ir.py",
+             "        return self.kernels + self.groups - 1",
+             "        return self.kernels",
+             "a grouped GEMM's experts cost the host one launch, not one each",
+             ("tests/test_ir.py",)),
+    Sabotage("hardware-flops-one-rank-per-class", "ghsim/workload/ir.py",
+             "return sum(c.multiplicity * class_flops(c) for c in self.classes)",
+             "return sum(class_flops(c) for c in self.classes)",
+             "the job's hardware FLOPs count one rank of each class",
+             ("tests/test_ir.py",)),
+    Sabotage("class-flops-bodies-once", "ghsim/workload/ir.py",
+             "        total += per_body[key]\n    return total",
+             "    return sum(per_body.values())",
+             "a body shared by several micro-batches counts its FLOPs once",
+             ("tests/test_ir.py",)),
+    Sabotage("recompute-filter-ignored", "ghsim/workload/ir.py",
+             "if recompute is None or k.recompute == recompute)",
+             "if recompute is None or k.recompute)",
+             "model FLOPs of a class (recompute=False) count nothing",
+             ("tests/test_ir.py",)),
+    Sabotage("dag-cycles-accepted", "ghsim/workload/ir.py",
+             "            elif state[nxt] == 1:",
+             "            elif False:",
+             "a workload whose dependencies form a cycle is accepted",
+             ("tests/test_ir.py",)),
+    Sabotage("dag-self-dependency-accepted", "ghsim/workload/ir.py",
+             "if not 0 <= dep < len(ops) or dep == op.id:",
+             "if not 0 <= dep < len(ops):",
+             "an op that depends on itself is accepted",
+             ("tests/test_ir.py",)),
+    Sabotage("tier-short-at-twice", "ghsim/engine/result.py",
+             'if isinstance(data, dict) and data["peak_bytes"] > data["capacity_bytes"]]',
+             'if isinstance(data, dict) and data["peak_bytes"] > 2 * data["capacity_bytes"]]',
+             "a tier is short of memory only past twice its capacity",
+             ("tests/test_result.py",)),
+    Sabotage("links-least-busy-listed", "ghsim/engine/links.py",
+             'key=lambda e: (-e["utilization"], -e["bytes"], e["name"]))',
+             'key=lambda e: (e["utilization"], e["bytes"], e["name"]))',
+             "the result lists the least busy links of each kind",
+             ("tests/test_result.py",)),
+    Sabotage("cpu-busy-double-counted", "ghsim/engine/links.py",
+             "            total += stop - max(start, end)",
+             "            total += stop - start",
+             "overlapping host-CPU work counts twice in the CPU utilization",
+             ("tests/test_result.py",)),
+    Sabotage("stream-host-reads-half", "ghsim/workload/microbench.py",
+             'attrs={"cores": None, "read_share": 2 / 3})',
+             'attrs={"cores": None, "read_share": 1 / 2})',
+             "the host STREAM triad reads one array per array written, not two",
+             ("tests/test_by_hand.py", "tests/test_offload.py")),
+    Sabotage("cpu-write-device-is-d2h", "ghsim/workload/microbench.py",
+             'direction = "h2d" if operation in ("gpu_read_host", "cpu_write_device") else "d2h"',
+             'direction = "h2d" if operation in ("gpu_read_host",) else "d2h"',
+             "the CPU writing GPU memory crosses the host link toward the host",
+             ("tests/test_by_hand.py",)),
+    # -- inputs and outputs --------------------------------------------------------------------
+    Sabotage("nonfinite-inf-passes", "ghsim/outputs.py",
+             "if isinstance(value, float) and not math.isfinite(value):",
+             "if isinstance(value, float) and math.isnan(value):",
+             "an infinite number in a result is written instead of refused",
+             ("tests/test_outputs.py", "tests/test_hostile.py")),
+    Sabotage("output-over-input", "ghsim/outputs.py",
+             "            if _same(output, path):",
+             "            if False:",
+             "an output path that is one of the inputs is written over",
+             ("tests/test_outputs.py",)),
+    Sabotage("output-over-special-file", "ghsim/outputs.py",
+             "    if not stat.S_ISREG(mode):\n        raise InputError(str(path), \"\", "
+             "f\"expected a "
+             "regular file to write",
+             "    if stat.S_ISDIR(mode):\n        raise InputError(str(path), \"\", f\"expected a "
+             "regular file to write",
+             "an output renamed over a FIFO or a device destroys it",
+             ("tests/test_outputs.py",)),
+    Sabotage("temporary-left-behind", "ghsim/outputs.py",
+             "            os.unlink(temporary)",
+             "            pass",
+             "a failed write leaves its temporary file beside the output",
+             ("tests/test_outputs.py",)),
+    Sabotage("shared-lock", "ghsim/outputs.py",
+             "fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+             "fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)",
+             "two ghsim processes may write into one output folder at once",
+             ("tests/test_outputs.py", "tests/test_sweep.py")),
+    Sabotage("fifo-opened", "ghsim/files.py",
+             "        if not stat.S_ISREG(mode):\n"
+             "            raise InputError(where, \"\", f\"expected {what}",
+             "        if stat.S_ISDIR(mode):\n"
+             "            raise InputError(where, \"\", f\"expected {what}",
+             "an input path naming a FIFO or a device is read",
+             ("tests/test_hostile.py", "tests/test_broken_inputs.py")),
+    Sabotage("gzip-bomb-to-the-trace-limit", "ghsim/files.py",
+             "return min(MAX_TRACE_BYTES, max(MIN_INFLATE_BYTES, "
+             "MAX_INFLATE_RATIO * compressed_bytes))",
+             "return MAX_TRACE_BYTES",
+             "a gzip trace may inflate to 4 GiB whatever its compressed size",
+             ("tests/test_hostile.py",)),
+    # -- reading configs and traces, and what inspect shows --------------------------------------
+    Sabotage("duplicate-key-kept", "ghsim/config/yamlio.py",
+             "        if key in mapping and key not in from_merge:",
+             "        if False:",
+             "a YAML key given twice keeps its last value silently",
+             ("tests/test_loader.py",)),
+    Sabotage("yaml11-booleans", "ghsim/config/yamlio.py",
+             '    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]',
+             "    first: list(resolvers)",
+             "YAML 1.1 booleans: no, on and off are read as false and true",
+             ("tests/test_loader.py",)),
+    Sabotage("several-documents-first-kept", "ghsim/config/yamlio.py",
+             "    if len(documents) > 1:",
+             "    if False:",
+             "a file of several YAML documents is read as its first",
+             ("tests/test_loader.py", "tests/test_broken_inputs.py")),
+    Sabotage("non-string-keys-accepted", "ghsim/config/yamlio.py",
+             "        if not isinstance(key, str):\n"
+             "            raise ConfigError(source, key_path, "
+             "f\"expected string keys",
+             "        if False:\n            raise ConfigError(source, key_path, "
+             "f\"expected string keys",
+             "a config with integer keys at the top is accepted",
+             ("tests/test_loader.py", "tests/test_broken_inputs.py")),
+    Sabotage("no-key-suggestion", "ghsim/config/diagnose.py",
+             "    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)",
+             "    close: list[str] = []",
+             "an unknown key gets no 'did you mean' suggestion",
+             ("tests/test_loader.py", "tests/test_broken_inputs.py")),
+    Sabotage("bound-operators-swapped", "ghsim/config/diagnose.py",
+             'op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",',
+             'op = {"greater_than": ">=", "greater_than_equal": ">", "less_than": "<",',
+             "an exclusive lower bound is reported as inclusive (expected a number >= 0)",
+             ("tests/test_loader.py", "tests/test_broken_inputs.py")),
+    Sabotage("ghsim-path-ignored", "ghsim/config/search.py",
+             'roots += [Path(entry) for entry in os.environ.get("GHSIM_PATH", "")'
+             ".split(os.pathsep) "
+             "if entry]",
+             "roots += []",
+             "the GHSIM_PATH folders are not searched",
+             ("tests/test_loader.py",)),
+    Sabotage("shipped-files-first", "ghsim/config/search.py",
+             "    roots.append(builtin_root())",
+             "    roots.insert(0, builtin_root())",
+             "a shipped config shadows the user's own file of the same name",
+             ("tests/test_loader.py",)),
+    Sabotage("path-relative-to-cwd-first", "ghsim/config/search.py",
+             "    for base in ([near] if near is not None else []) + [Path.cwd()]:",
+             "    for base in [Path.cwd()] + ([near] if near is not None else []):",
+             "a relative path in a config is looked up in the current folder before the "
+             "config's own", ("tests/test_loader.py",)),
+    Sabotage("join-one-call-per-kernel", "ghsim/importers/join.py",
+             "        call = (event.op_name, event.op_start)",
+             "        call = (event.op_name, id(event))",
+             "an operator that launches several kernels counts as several calls when joined "
+             "with its execution trace", ("tests/test_import.py", "tests/test_trace_units.py")),
+    Sabotage("trace-duration-unbounded", "ghsim/importers/checks.py",
+             "                or not 0.0 <= value <= MAX_EVENT_US:",
+             "                or not 0.0 <= value:",
+             "a traced event of 10^300 microseconds is replayed",
+             ("tests/test_hostile.py", "tests/test_import.py")),
+    Sabotage("trace-boolean-integer", "ghsim/importers/checks.py",
+             "if not isinstance(value, int) or isinstance(value, bool) "
+             "or not low <= value <= high:",
+             "if not isinstance(value, int) or not low <= value <= high:",
+             "a trace's integer field accepts true and false",
+             ("tests/test_trace_units.py", "tests/test_hostile.py")),
+    Sabotage("workload-file-drops-dependencies", "ghsim/importers/workload_file.py",
+             "            list(columns[\"after\"][i] or [])))",
+             "            []))",
+             "a workload file's cross-stream dependencies are dropped when it is read",
+             ("tests/test_workload_file.py", "tests/test_import.py")),
+    Sabotage("workload-file-whole-microseconds", "ghsim/importers/workload_file.py",
+             '        columns["dur_us"].append(round(event.dur_us, 3))',
+             '        columns["dur_us"].append(round(event.dur_us))',
+             "a workload file keeps kernel durations to the whole microsecond",
+             ("tests/test_workload_file.py", "tests/test_import.py")),
+    Sabotage("inspect-flops-per-replica", "ghsim/report/views.py",
+             '        "model_flops_per_step": per_token * layout.tokens_per_step,',
+             '        "model_flops_per_step": per_token * layout.tokens_per_step / layout.dp,',
+             "inspect shows one data-parallel replica's model FLOPs as the step's",
+             ("tests/test_inspect_views.py",)),
+    Sabotage("inspect-embedding-without-head", "ghsim/report/views.py",
+             '        "params_embedding": count.embedding + count.output,',
+             '        "params_embedding": count.embedding,',
+             "inspect leaves an untied output layer out of the embedding parameters",
+             ("tests/test_inspect_views.py",)),
+    Sabotage("inspect-nccl-at-line-rate", "ghsim/report/views.py",
+             '"nccl_busbw": part.nic.nccl_busbw_bytes_per_s()}',
+             '"nccl_busbw": part.nic.bandwidth_bytes_per_s}',
+             "inspect shows a NIC's NCCL bus bandwidth as its line rate",
+             ("tests/test_inspect_views.py",)),
 )
 
 
@@ -988,15 +1210,17 @@ def check_import(repo: Path) -> None:
 
 
 def one(pristine: Path, work: Path, sabotage: Sabotage, timeout_s: float,
-        deselect: Sequence[str]) -> Outcome:
+        deselect: Sequence[str], first_only: bool = False) -> Outcome:
     repo = work / sabotage.name / "main"
     shutil.copytree(pristine, repo, symlinks=True)
     shared = pristine.parent / "shared"
     if shared.is_symlink():
         (repo.parent / "shared").symlink_to(shared.resolve())
     apply(repo, sabotage)
-    outcome = run_suite(repo, test_files(repo, (*sabotage.first, BY_HAND)), timeout_s,
-                        sabotage.name, deselect=deselect)
+    own = (*sabotage.first, BY_HAND)
+    files = [f for f in dict.fromkeys(own) if (repo / f).is_file()] if first_only else \
+        test_files(repo, own)
+    outcome = run_suite(repo, files, timeout_s, sabotage.name, deselect=deselect)
     shutil.rmtree(repo.parent, ignore_errors=True)
     return outcome
 
@@ -1028,6 +1252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--overlay", action="append", default=[],
                         help="with --head: a path whose working-tree version is copied over "
                         "(repeatable)")
+    parser.add_argument("--first-only", action="store_true",
+                        help="a quick screen: run only each sabotage's own test files and "
+                        "test_by_hand.py (one that survives may still be caught by the rest)")
     parser.add_argument("--list", action="store_true", help="list the sabotages and exit")
     args = parser.parse_args(argv)
     chosen = [s for s in SABOTAGES if not args.only or any(k in s.name for k in args.only)]
@@ -1065,7 +1292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for node in deselect:
                 print(f"WARNING: {node} fails without any sabotage; deselected", flush=True)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futures = [pool.submit(one, pristine, work, s, args.timeout, deselect)
+            futures = [pool.submit(one, pristine, work, s, args.timeout, deselect,
+                                   args.first_only)
                        for s in chosen]
             outcomes = []
             for future in futures:

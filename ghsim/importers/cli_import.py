@@ -15,7 +15,7 @@ from ghsim.importers.kineto import TraceRank, read_kineto
 from ghsim.importers.nsys import read_nsys
 from ghsim.importers.pytorch_et import is_execution_trace, read_pytorch_et
 from ghsim.importers.workload_file import write_workload
-from ghsim.outputs import refuse_inputs
+from ghsim.outputs import check_outputs, output_folder
 
 READERS: dict[str, Callable[[Path, int], TraceRank]] = {
     "kineto": read_kineto,
@@ -76,7 +76,8 @@ def import_traces(arguments: list[str], output: Path, fmt: str = "auto",
     i-th profiler trace: it fills in the shapes the profile lacks. ``on_file(done, total)``
     follows the progress."""
     files = trace_files(arguments)
-    refuse_inputs([output], files)
+    check_outputs([output], files)  # before any trace is read
+    output_folder(output.parent, "-o", create=False)
     kinds = [detect(path) if fmt == "auto" else fmt for path in files]
     profiles = [p for p, k in zip(files, kinds, strict=True) if k == "kineto"]
     executions = [p for p, k in zip(files, kinds, strict=True) if k == "pytorch-et"]
@@ -98,6 +99,7 @@ def import_traces(arguments: list[str], output: Path, fmt: str = "auto",
     if any(count > 1 for count in seen.values()):
         ranks = [TraceRank(r.source, i, r.device, r.events, r.iteration, r.iterations,
                            r.orphans, r.bytes_read) for i, r in enumerate(ranks)]
+    output_folder(output.parent, "-o")
     try:
         write_workload(output, output.name.split(".")[0], ranks)
     except OSError as error:
