@@ -665,3 +665,27 @@ def test_clients_whose_requests_arrive_in_one_burst_are_measured_from_arrival_to
     assert burst["requests_per_replica"] == 8
     assert burst["output_tokens_per_s"] == pytest.approx(8 * 1000 / burst["duration_s"])
     assert burst["output_tokens_per_s"] == pytest.approx(longer["output_tokens_per_s"], rel=0.25)
+
+
+def test_a_replica_splits_its_gpus_as_expert_parallel_times_expert_tensor_parallel() -> None:
+    """TensorRT-LLM lays a MoE replica's tp GPUs out as moe_ep x moe_tp: Mixtral on four GPUs
+    with ep 2 gives each expert to two GPUs, split two ways."""
+    s = scenario(system="dgx-h100", num_gpus=4, model="mixtral-8x7b",
+                 parallelism={"tp": 4, "ep": 2})
+    assert (s.layout.tp, s.layout.ep, s.layout.etp, s.layout.dp) == (4, 2, 2, 1)
+    dense = scenario(system="dgx-h100", num_gpus=4, parallelism={"tp": 2})
+    assert (dense.layout.ep, dense.layout.etp, dense.layout.dp) == (1, 1, 2)
+
+
+def test_inspect_counts_every_beams_blocks_of_a_request(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """128 prompt and 2,048 output tokens fill 34 blocks of 64; with 4 beams a request holds
+    4 x 34 of the KV pool's blocks."""
+    import json
+
+    from ghsim.cli import main
+
+    assert main(["inspect", "llama3.1-70b-fp8-gh200-serving", "--json",
+                 "--set", "inference.beam_width=4"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["mean_requests_in_hbm"] == view["memory_per_gpu"]["kv_blocks"] / (4 * 34)
