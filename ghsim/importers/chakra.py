@@ -38,6 +38,12 @@ COLLECTIVES = ("ALL_REDUCE", "REDUCE", "ALL_GATHER", "GATHER", "SCATTER", "BROAD
 _GHSIM_COLLECTIVE = {"ALL_REDUCE": "all_reduce", "ALL_GATHER": "all_gather",
                      "REDUCE_SCATTER": "reduce_scatter", "REDUCE_SCATTER_BLOCK": "reduce_scatter",
                      "ALL_TO_ALL": "all_to_all", "BROADCAST": "broadcast"}
+_CHAKRA_COLLECTIVE = {"all_reduce": "ALL_REDUCE", "all_gather": "ALL_GATHER",
+                      "reduce_scatter": "REDUCE_SCATTER", "all_to_all": "ALL_TO_ALL",
+                      "broadcast": "BROADCAST"}
+"""What an export names each collective: the types ASTRA-sim's workload layer issues
+(``Workload::issue_coll_comm`` takes ALL_REDUCE, ALL_TO_ALL, ALL_GATHER, REDUCE_SCATTER and
+BROADCAST, and stops on any other, REDUCE_SCATTER_BLOCK included)."""
 _SCALARS = (("double_val", 3, F.TYPE_DOUBLE), ("float_val", 5, F.TYPE_FLOAT),
             ("int32_val", 7, F.TYPE_INT32), ("int64_val", 9, F.TYPE_INT64),
             ("uint32_val", 11, F.TYPE_UINT32), ("uint64_val", 13, F.TYPE_UINT64),
@@ -210,7 +216,6 @@ def _write(handle: Any, message: Any) -> None:
 
 def write_chakra(path: Path, rank: TraceRank) -> None:
     """Write one rank's events as a Chakra trace (nodes chained in order)."""
-    reverse = {v: k for k, v in _GHSIM_COLLECTIVE.items()}
     with atomic_open(path, "wb") as handle:
         metadata = GlobalMetadata(version="0.0.4")
         metadata.attr.add(name="schema", string_val="ghsim")
@@ -225,7 +230,8 @@ def write_chakra(path: Path, rank: TraceRank) -> None:
                     node.type = NODE_TYPES.index("COMM_SEND_NODE")
                 else:
                     node.type = NODE_TYPES.index("COMM_COLL_NODE")
-                    kind = COLLECTIVES.index(reverse.get(event.collective or "", "ALL_REDUCE"))
+                    kind = COLLECTIVES.index(
+                        _CHAKRA_COLLECTIVE.get(event.collective or "", "ALL_REDUCE"))
                     node.attr.add(name="comm_type", int64_val=kind)
                 node.attr.add(name="comm_size", int64_val=int(event.bytes))
             else:
