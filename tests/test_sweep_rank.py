@@ -119,3 +119,56 @@ def test_a_point_s_record_carries_its_peak_and_its_busier_host_direction() -> No
 def test_filters_evaluate_as_python_would(text: str, expected: bool) -> None:
     values = {"num_gpus": 16, "parallelism": {"tp": 4}}
     assert evaluate(parse_filter(text), lookup_in(values)) is expected
+
+
+def _outcome_of_every_kind() -> SweepOutcome:
+    """Two simulated points, two filtered out, one invalid; one simulated here, one cached."""
+    records = [{**_record(0, 2.0, tp=2), "skipped": None},
+               {**_record(1, 1.0, tp=1), "skipped": None},
+               _record(2, None, fits=None, tp=4),
+               {**_record(3, None, fits=None, tp=8), "skipped": None,
+                "error": "tp 8 does not divide 12 heads"},
+               _record(4, None, fits=None, tp=16)]
+    from ghsim.sweep.outputs import COLUMNS
+
+    for record in records:
+        record.update(label=f"tp={record['overrides']['tp']}",
+                      breakdown_s={"compute": record["step_time_s"]}
+                      if record["step_time_s"] else None)
+        for column in COLUMNS[1:]:
+            record.setdefault(column, None)
+    return SweepOutcome(_sweep(), records, simulated=1, cached=1)
+
+
+def test_the_summary_counts_each_kind_of_point() -> None:
+    from ghsim.sweep.outputs import report_summary, summary_line
+
+    outcome = _outcome_of_every_kind()
+    assert summary_line(outcome) == (
+        "5 of 12 points: 1 simulated, 1 from the cache, 2 filtered out, 1 invalid")
+    assert report_summary(outcome) == (
+        "5 of 12 points: 2 with results, 2 filtered out, 1 invalid")
+
+
+def test_the_report_says_which_way_it_ranks() -> None:
+    from ghsim.sweep.outputs import sweep_setup
+
+    assert dict(sweep_setup(SweepOutcome(_sweep(), [])))["ranked by"] == (
+        "step_time_s (lowest first)")
+    assert dict(sweep_setup(SweepOutcome(_sweep("tokens_per_s"), [])))["ranked by"] == (
+        "tokens_per_s (highest first)")
+
+
+def test_results_csv_ranks_only_simulated_points(tmp_path: Path) -> None:
+    import csv
+
+    from ghsim.sweep.outputs import write_outputs
+
+    write_outputs(_outcome_of_every_kind(), tmp_path)
+    with (tmp_path / "results.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["rank"], row["label"], row["tp"]) for row in rows] == [
+        ("1", "tp=1", "1"), ("2", "tp=2", "2"), ("", "tp=4", "4"), ("", "tp=8", "8"),
+        ("", "tp=16", "16")]
+    assert rows[3]["error"] == "tp 8 does not divide 12 heads"
+    assert rows[0]["breakdown_compute_s"] == "1.0"
