@@ -1192,6 +1192,17 @@ SABOTAGES: tuple[Sabotage, ...] = (
              '(" (highest first)" if not sweep.descending',
              "the sweep report says lowest first where it ranks highest first",
              ("tests/test_sweep_rank.py", "tests/test_sweep.py")),
+    # -- walking the schema along a key path -----------------------------------------------------
+    Sabotage("informational-keys-never-flagged", "ghsim/config/cursor.py",
+             "        if slot.informational:\n            return True",
+             "        if False:\n            return True",
+             "--set on a key no mechanism reads gives no warning",
+             ("tests/test_informational.py",)),
+    Sabotage("key-path-indices-dotted", "ghsim/config/cursor.py",
+             '            text += f"[{key}]"',
+             '            text += f".{key}"',
+             "an error names points.3.scenario instead of points[3].scenario",
+             ("tests/test_broken_inputs.py", "tests/test_loader.py")),
 )
 
 
