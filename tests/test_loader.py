@@ -285,3 +285,15 @@ def test_no_field_bound_is_silently_overridden_by_its_type() -> None:
                 if len(kinds) != len(set(kinds)):
                     doubled.append(f"{cls.__name__}.{name}: {kinds}")
     assert not doubled, doubled
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["model.attention.type=gqa", "model.kv_heads=32"],
+     "attention type 'gqa' needs kv_heads < heads, got 32 of both"),
+    (["model.attention.type=mha"], "attention type 'mha' needs kv_heads == heads, got 8 and 32"),
+])
+def test_an_attention_type_that_contradicts_the_heads_is_refused(
+        overrides: list[str], message: str) -> None:
+    """Llama 3 8B has 32 query heads and 8 key-value heads: grouped-query attention."""
+    with pytest.raises(OverrideError, match=message):
+        load_scenario("llama3-8b-gh200", overrides)

@@ -1203,6 +1203,28 @@ SABOTAGES: tuple[Sabotage, ...] = (
              '            text += f".{key}"',
              "an error names points.3.scenario instead of points[3].scenario",
              ("tests/test_broken_inputs.py", "tests/test_loader.py")),
+    # -- what the schema derives -----------------------------------------------------------------
+    Sabotage("head-dim-from-hidden-always", "ghsim/config/schema/model.py",
+             "        return self.head_dim if self.head_dim is not None "
+             "else self.hidden // self.heads",
+             "        return self.hidden // self.heads",
+             "a model's given head_dim is ignored for hidden / heads (Qwen3-235B: 64, not 128)",
+             ("tests/test_modelsize.py", "tests/test_model_features.py")),
+    Sabotage("gqa-without-fewer-kv-heads", "ghsim/config/schema/model.py",
+             '        if kind == "gqa" and self.kv_heads == self.heads:',
+             "        if False:",
+             "attention type gqa with as many kv_heads as heads is accepted",
+             ("tests/test_loader.py", "tests/test_model_features.py")),
+    Sabotage("gpudirect-everywhere", "ghsim/config/schema/system.py",
+             '        return self.nic_attach == "gpu"',
+             "        return True",
+             "a NIC reached through the CPU (GH200) is taken to do GPUDirect RDMA",
+             ("tests/test_fabric.py", "tests/test_nccl.py")),
+    Sabotage("domain-one-node", "ghsim/config/schema/system.py",
+             "        return self.node.gpus * self.nvlink_domain.nodes",
+             "        return self.node.gpus",
+             "an NVLink domain of several nodes (DGX GH200, NVL32) is one node's GPUs",
+             ("tests/test_graph.py",)),
 )
 
 
