@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -77,9 +79,6 @@ def test_an_output_path_naming_a_fifo_is_refused_first_and_kept(
     """Renaming a finished file over a FIFO (or a device) would destroy it: exit 2 before any
     input is read or any step simulated (this trace is not even valid), the FIFO is still one,
     and no temporary file is left."""
-    import os
-    import stat
-
     trace = tmp_path / "rank0.json"
     trace.write_text('{"traceEvents": []}')
     fifo = tmp_path / "workload.yaml"

@@ -4,6 +4,7 @@ capacity effect of HBM size, KV offload, and the published points of validation/
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 import tempfile
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ghsim.cli import main
 from ghsim.config import load_any_scenario, serving_scenario_from_spec
 from ghsim.config.loader import load_entries
 from ghsim.config.schema import InferencePointSpec
@@ -350,10 +352,6 @@ def test_inline_mapping_and_file_loading_agree(tmp_path: Path) -> None:
 
 
 def test_run_writes_result_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-
-    from ghsim.cli import main
-
     out = tmp_path / "out"
     assert main(["run", "llama3.1-70b-fp8-gh200-serving", "--set", "inference.requests.count=200",
                  "-o", str(out), "--json"]) == 0
@@ -381,8 +379,6 @@ def test_run_writes_result_and_trace(tmp_path: Path, capsys: pytest.CaptureFixtu
 ])
 def test_bad_serving_input_is_one_line_and_exit_2(
         override: str, key: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from ghsim.cli import main
-
     base = ["run", "llama3.1-70b-fp8-gh200-serving", "--set",
             "inference.scheduler.chunked_prefill=false", "--set", override]
     assert main(base) == 2
@@ -429,8 +425,6 @@ def test_runaway_serving_input_is_refused_at_once(
     """A request stream that would exhaust memory or run for hours is a one-line error before
     anything is simulated (ghsim.limits.MAX_SERVING_REQUESTS / MAX_SERVING_ITERATIONS)."""
     import time
-
-    from ghsim.cli import main
 
     argv = ["run", "llama3.1-70b-fp8-gh200-serving"]
     for text in overrides:
@@ -681,10 +675,6 @@ def test_inspect_counts_every_beams_blocks_of_a_request(
         capsys: pytest.CaptureFixture[str]) -> None:
     """128 prompt and 2,048 output tokens fill 34 blocks of 64; with 4 beams a request holds
     4 x 34 of the KV pool's blocks."""
-    import json
-
-    from ghsim.cli import main
-
     assert main(["inspect", "llama3.1-70b-fp8-gh200-serving", "--json",
                  "--set", "inference.beam_width=4"]) == 0
     view = json.loads(capsys.readouterr().out)

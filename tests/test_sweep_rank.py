@@ -3,6 +3,7 @@ records and one simulated point."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,13 @@ from ghsim.config.expression import evaluate, lookup_in, parse_filter
 from ghsim.config.sweep import Sweep, load_sweep
 from ghsim.engine.simulate import simulate
 from ghsim.report.console import render_sweep
+from ghsim.sweep.outputs import (
+    COLUMNS,
+    report_summary,
+    summary_line,
+    sweep_setup,
+    write_outputs,
+)
 from ghsim.sweep.record import result_record
 from ghsim.sweep.runner import SweepOutcome
 
@@ -129,8 +137,6 @@ def _outcome_of_every_kind() -> SweepOutcome:
                {**_record(3, None, fits=None, tp=8), "skipped": None,
                 "error": "tp 8 does not divide 12 heads"},
                _record(4, None, fits=None, tp=16)]
-    from ghsim.sweep.outputs import COLUMNS
-
     for record in records:
         record.update(label=f"tp={record['overrides']['tp']}",
                       breakdown_s={"compute": record["step_time_s"]}
@@ -141,8 +147,6 @@ def _outcome_of_every_kind() -> SweepOutcome:
 
 
 def test_the_summary_counts_each_kind_of_point() -> None:
-    from ghsim.sweep.outputs import report_summary, summary_line
-
     outcome = _outcome_of_every_kind()
     assert summary_line(outcome) == (
         "5 of 12 points: 1 simulated, 1 from the cache, 2 filtered out, 1 invalid")
@@ -151,8 +155,6 @@ def test_the_summary_counts_each_kind_of_point() -> None:
 
 
 def test_the_report_says_which_way_it_ranks() -> None:
-    from ghsim.sweep.outputs import sweep_setup
-
     assert dict(sweep_setup(SweepOutcome(_sweep(), [])))["ranked by"] == (
         "step_time_s (lowest first)")
     assert dict(sweep_setup(SweepOutcome(_sweep("tokens_per_s"), [])))["ranked by"] == (
@@ -160,10 +162,6 @@ def test_the_report_says_which_way_it_ranks() -> None:
 
 
 def test_results_csv_ranks_only_simulated_points(tmp_path: Path) -> None:
-    import csv
-
-    from ghsim.sweep.outputs import write_outputs
-
     write_outputs(_outcome_of_every_kind(), tmp_path)
     with (tmp_path / "results.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
