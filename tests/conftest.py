@@ -14,6 +14,15 @@ TRACES = DATA / "traces"
 """Real public trace files (see tests/data/traces/README.md and MANIFEST.tsv)."""
 CORES = _cores()
 """The accuracy tests simulate their sets' points on every core available."""
+SMALL = "configs/scenarios/llama3-70b-gh200-nvl32.yaml"
+"""A small shipped scenario the engine tests override."""
+DGX = [
+    "system=dgx-h100", "num_gpus=32", "model=llama2-13b", "model.layers=8",
+    "training.seq_len=2048", "training.global_batch=32", "training.precision=bf16",
+    "parallelism.tp=2", "parallelism.pp=2", "parallelism.vp=2",
+]
+"""Overrides of SMALL: four DGX H100 nodes, tp 2 and pp 2, whose NICs and NVLinks carry
+unequal loads."""
 
 
 def shipped(*folders: str) -> list[Path]:

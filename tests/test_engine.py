@@ -20,16 +20,11 @@ from ghsim.engine.simulate import simulate
 from ghsim.report.console import stages_text
 from ghsim.report.trace import chrome_trace
 from ghsim.sweep.record import result_record
+from tests.conftest import DGX, SMALL
 
-SMALL = "configs/scenarios/llama3-70b-gh200-nvl32.yaml"
 BASE = [
     "model.layers=8", "training.seq_len=2048", "training.global_batch=16",
     "parallelism.vp=2",
-]
-DGX = [
-    "system=dgx-h100", "num_gpus=32", "model=llama2-13b", "model.layers=8",
-    "training.seq_len=2048", "training.global_batch=32", "training.precision=bf16",
-    "parallelism.tp=2", "parallelism.pp=2", "parallelism.vp=2",
 ]
 
 

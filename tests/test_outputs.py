@@ -13,8 +13,7 @@ import pytest
 from ghsim.cli import main
 from ghsim.errors import InputError
 from ghsim.outputs import atomic_open, directory_lock, write_text
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT, TRACES
 
 
 def _digest(path: Path) -> str:
@@ -100,8 +99,7 @@ def test_an_output_path_naming_a_fifo_is_refused_first_and_kept(
 
 
 def test_import_makes_the_output_folder(tmp_path: Path) -> None:
-    kineto = (ROOT / "tests" / "data" / "traces" / "facebookresearch_param"
-              / "et_replay__tests__inputs__linear_kineto.json.gz")
+    kineto = TRACES / "facebookresearch_param" / "et_replay__tests__inputs__linear_kineto.json.gz"
     output = tmp_path / "new" / "folder" / "workload.yaml"
     assert main(["import", str(kineto), "-o", str(output)]) == 0
     assert output.is_file()

@@ -10,16 +10,12 @@ from ghsim.config import load_scenario
 from ghsim.engine.links import PER_KIND, _union_s
 from ghsim.engine.result import Result, does_not_fit_line, memory_tracked, tiers_short
 from ghsim.engine.simulate import simulate
-
-# Two DGX H100 nodes' worth of traffic on four: NICs and NVLinks carry unequal loads.
-DGX = ["system=dgx-h100", "num_gpus=32", "model=llama2-13b", "model.layers=8",
-       "training.seq_len=2048", "training.global_batch=32", "training.precision=bf16",
-       "parallelism.tp=2", "parallelism.pp=2", "parallelism.vp=2"]
+from tests.conftest import DGX, SMALL
 
 
 @pytest.fixture(scope="module")
 def dgx() -> Result:
-    return simulate(load_scenario("configs/scenarios/llama3-70b-gh200-nvl32.yaml", DGX))
+    return simulate(load_scenario(SMALL, DGX))
 
 
 def test_the_busiest_links_of_each_kind_are_listed(dgx: Result) -> None:

@@ -11,8 +11,8 @@ import pytest
 from ghsim.importers.kineto import read_kineto
 from ghsim.importers.nsys import read_nsys
 from ghsim.importers.workload_file import events_of, read_workload, write_workload
+from tests.conftest import TRACES
 
-TRACES = Path(__file__).resolve().parent / "data" / "traces"
 # PyTorch's profiler in whole microseconds, with cross-stream waits (cudaStreamWaitEvent)
 ALEXNET = (TRACES / "facebookresearch_HolisticTraceAnalysis"
            / "tests__data__critical_path__alexnet__benchmark_result_2869224_1695835535_trace"
@@ -25,8 +25,8 @@ NSYS = TRACES / "extra-p_extrap" / "tests__data__nsight__nsys_db__con_kernel.sql
 def test_a_rank_survives_the_round_trip(tmp_path: Path, trace: Path) -> None:
     rank = read_nsys(trace, 0) if trace.suffix == ".sqlite" else read_kineto(trace, 0)
     assert any(e.after for e in rank.events) or any(e.dur_us % 1 for e in rank.events)
-    path = tmp_path / "alexnet.yaml"
-    write_workload(path, "alexnet", [rank])
+    path = tmp_path / "rank.yaml"
+    write_workload(path, "rank", [rank])
     (data,) = read_workload(path)["ranks"]
     back = events_of(data)
     assert len(back) == len(rank.events)

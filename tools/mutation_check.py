@@ -1273,10 +1273,15 @@ def apply(repo: Path, sabotage: Sabotage) -> None:
     path.write_text(path.read_text().replace(sabotage.original, sabotage.replacement))
 
 
+def own_files(repo: Path, first: Sequence[str]) -> list[str]:
+    """The files of ``first`` the copy has, once each, in that order."""
+    return [f for f in dict.fromkeys(first) if (repo / f).is_file()]
+
+
 def test_files(repo: Path, first: Sequence[str]) -> list[str]:
     """``first``, then every other test file of the copy in name order, the slow ones last
     (without :data:`NOT_A_MODEL_TEST`)."""
-    ordered = [f for f in dict.fromkeys(first) if (repo / f).is_file()]
+    ordered = own_files(repo, first)
     found = (str(p.relative_to(repo)) for p in (repo / "tests").glob("test_*.py"))
     rest = sorted(f for f in found if f != NOT_A_MODEL_TEST)
     rest.sort(key=lambda f: SLOW_LAST.index(f) if f in SLOW_LAST else -1)
@@ -1349,8 +1354,7 @@ def one(pristine: Path, work: Path, sabotage: Sabotage, timeout_s: float,
         (repo.parent / "shared").symlink_to(shared.resolve())
     apply(repo, sabotage)
     own = (*sabotage.first, BY_HAND)
-    files = [f for f in dict.fromkeys(own) if (repo / f).is_file()] if first_only else \
-        test_files(repo, own)
+    files = own_files(repo, own) if first_only else test_files(repo, own)
     outcome = run_suite(repo, files, timeout_s, sabotage.name, deselect=deselect)
     shutil.rmtree(repo.parent, ignore_errors=True)
     return outcome
