@@ -1,20 +1,24 @@
-"""How a sweep ranks, shows and records its points, and how its filter reads: by hand, on made-up
-records and one simulated point."""
+"""How a sweep ranks, shows and records its points (an interrupted one too), and how its filter
+reads: by hand, on made-up records and one simulated point."""
 
 from __future__ import annotations
 
 import csv
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
+from ghsim.cli import main
 from ghsim.config import Scenario
 from ghsim.config.expression import evaluate, lookup_in, parse_filter
 from ghsim.config.sweep import Sweep, load_sweep
 from ghsim.engine.simulate import simulate
 from ghsim.report.console import render_sweep
+from ghsim.sweep import runner
 from ghsim.sweep.outputs import (
     COLUMNS,
     report_summary,
@@ -170,3 +174,23 @@ def test_results_csv_ranks_only_simulated_points(tmp_path: Path) -> None:
         ("", "tp=16", "16")]
     assert rows[3]["error"] == "tp 8 does not divide 12 heads"
     assert rows[0]["breakdown_compute_s"] == "1.0"
+
+
+def test_an_interrupted_sweep_writes_what_it_has_and_exits_130(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C after the first point: its result is kept and written, and the exit status says
+    the study is incomplete (130, as a shell reports SIGINT), never 0."""
+    real = runner._local
+
+    def first_then_interrupt(*args: Any) -> Iterator[dict[str, Any]]:
+        yield next(real(*args))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "_local", first_then_interrupt)
+    assert main(["sweep", str(SWEEP), "-o", str(tmp_path), "--workers", "1", "--json"]) == 130
+    printed = json.loads(capsys.readouterr().out)
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert printed["interrupted"] is written["interrupted"] is True
+    assert len(written["results"]) == 1 and written["summary"].startswith("1 of 12 points")
+
