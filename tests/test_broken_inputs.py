@@ -123,6 +123,13 @@ OVERRIDES: list[tuple[str, str, str | None]] = [
      "board_power_w (100 W)", "system.node.gpu.gpu.compute"),
     # a node of a million CPUs took minutes and gigabytes to build (found by fuzzing)
     ("system.node.cpus=1048576", "expected a number <= 1024, got 1048576", "system.node.cpus"),
+    # a measured rate above the capacity it is a share of (1.22 x the GH200 144 GB's HBM)
+    ("system.node.gpu.gpu.memory.stream_bandwidth_gb_s=6000", "stream_bandwidth_gb_s = 6000 "
+     "GB/s is more than peak_bandwidth_gb_s = 4900 GB/s", "system.node.gpu.gpu.memory"),
+    ("system.node.gpu.gpu.compute.flops_per_clock_per_sm={bf16: 4096}",
+     "must list at least fp32", "system.node.gpu.gpu.compute"),
+    ("system.node.gpu.gpu.unified_memory.fault_batch_us=20",
+     "fault_batch_us needs fault_batch_pages", "system.node.gpu.gpu.unified_memory"),
     # sequence parallelism splits the sequence over tp 4: 8190 tokens do not split
     ("training.seq_len=8190", "expected each context-parallel rank's 8190 tokens (seq_len / "
      "cp) divisible by tp 4", "parallelism.sequence_parallel"),
@@ -165,6 +172,31 @@ def test_broken_file(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("case", OVERRIDE_CASES)
 def test_broken_override(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
+    check_line(run_in_process(case, capsys), case)
+
+
+SERVING = ROOT / "configs" / "scenarios" / "llama3.1-70b-fp8-gh200-serving.yaml"
+REQUESTS = "inference.requests"
+
+
+@pytest.mark.parametrize(("overrides", "expect", "key"), [
+    ((f"{REQUESTS}.output_tokens={{distribution: uniform, mean: 100, min: 50, max: 40}}",),
+     "max (40) is below min (50)", f"{REQUESTS}.output_tokens"),
+    ((f"{REQUESTS}.output_tokens={{distribution: uniform, mean: 100}}",),
+     "distribution 'uniform' needs max", f"{REQUESTS}.output_tokens"),
+    ((f"{REQUESTS}.warmup=3000",), "warmup (3000) leaves no request of the 3000 to measure",
+     REQUESTS),
+    ((f"{REQUESTS}.arrival=concurrency",), "arrival 'concurrency' needs concurrency",
+     REQUESTS),
+    ((f"{REQUESTS}.arrival=poisson", f"{REQUESTS}.rate_per_s=1", "inference.find_max_rate=true"),
+     "find_max_rate needs latency_targets (ttft_ms or tpot_ms)", "inference"),
+], ids=["max-below-min", "uniform-without-max", "warmup-is-every-request",
+        "concurrency-without-clients", "find-max-rate-without-targets"])
+def test_a_broken_request_stream_is_refused(overrides: tuple[str, ...], expect: str, key: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A served model's request stream that cannot be measured as written."""
+    argv = ["inspect", str(SERVING), *(a for o in overrides for a in ("--set", o))]
+    case = Case(tuple(argv), "--set inference.", expect, key)
     check_line(run_in_process(case, capsys), case)
 
 

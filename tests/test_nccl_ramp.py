@@ -140,6 +140,7 @@ def test_a_tensor_parallel_step_slows_with_the_ramp_only_where_nccl_runs_it() ->
 
 @pytest.mark.parametrize("ramp, expected", [
     ("[[28, 0.6], [14, 0.5]]", "must increase"),
+    ("[[14, 0.5], [14, 0.6]]", "must increase"),  # one size, two shares
     ("[[14, 1.2]]", "0 < share <= 1"),
     ("[]", "at least one"),
 ])

@@ -72,6 +72,20 @@ def test_system_memory_is_read_in_place_until_its_counters_pass_the_threshold() 
     assert int(table.counts.sum()) == 0  # counts restart when a region migrates
 
 
+def test_access_counters_migrate_by_default_only_over_a_coherent_link() -> None:
+    """The driver turns access-counter migration on for ATS systems (FACTS.md T1#35): left
+    unset, a GH200's coherent NVLink-C2C migrates hot pages and a PCIe link does not."""
+    def migrates(*overrides: str) -> bool:
+        unset = [*TINY, f"{UM}.access_counter_migration=null", *overrides]
+        gpu = load_scenario("llama3-8b-gh200", unset).spec.system.node.gpu.gpu
+        assert gpu is not None and gpu.unified_memory is not None
+        assert gpu.unified_memory.access_counter_migration is None
+        return gpu.migration_by_access_counters()
+
+    assert migrates()
+    assert not migrates("system.node.gpu.gpu.host_link.coherent=false")
+
+
 def test_without_access_counters_nothing_ever_moves() -> None:
     table = PageTable(MIB2, capacity=10)
     table.add("w", 3 * MIB2)
