@@ -17,13 +17,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ghsim.errors import InputError, printable
-from ghsim.limits import MAX_GPUS, MAX_SEQ_LEN, MAX_WORKERS
+from ghsim.errors import InputError, LimitError, printable
+from ghsim.limits import MAX_CHAKRA_NPUS, MAX_GPUS, MAX_SEQ_LEN, MAX_WORKERS
 from ghsim.names import SCHEMA_KINDS, TRACE_FORMATS
 from ghsim.outputs import dumps_strict
 from ghsim.version import __version__
 
 if TYPE_CHECKING:
+    from ghsim.config.api import Scenario
     from ghsim.config.serving_layout import ServingScenario
     from ghsim.engine.result import Result
 
@@ -249,9 +250,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ghsim.engine.result import does_not_fit_line
     from ghsim.engine.simulate import simulate
     from ghsim.report import console as render
-    from ghsim.report.chakra import export_chakra
+    from ghsim.report.chakra import export_chakra, export_npus
 
     scenario = loaded
+    if args.chakra_npus:
+        _check_npu_export(args, scenario)
     directory = Path(args.output) if args.output is not None else None
     if directory is not None:  # checked before the simulation, so a mistake costs no time
         written = [directory / f for f in ("result.json", "trace.json", "report.html",
@@ -266,7 +269,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.chakra is not None and result.timeline is not None:
         try:
             output_folder(Path(args.chakra), "--chakra")
-            export_chakra(result.timeline, Path(args.chakra))
+            export = export_npus if args.chakra_npus else export_chakra
+            export(result.timeline, Path(args.chakra))
         except OSError as error:
             raise InputError(args.chakra, "", f"cannot write: {error.strerror}") from None
     if args.json:
@@ -276,6 +280,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (line := does_not_fit_line(result.memory)) is not None:  # exit 0: it is a prediction
         sys.stderr.write(f"ghsim: warning: {line}\n")
     return 0
+
+
+def _check_npu_export(args: argparse.Namespace, scenario: Scenario) -> None:
+    """``--chakra-npus``, refused before the simulation where it cannot be written."""
+    if args.chakra is None:
+        raise InputError("--chakra-npus", "", "names where to write: give --chakra DIR too")
+    if scenario.spec.workload is not None:
+        raise InputError("--chakra-npus", "", "writes a lowered step's NPUs; an imported "
+                         "workload's ranks are written one file each by --chakra alone")
+    if scenario.spec.num_gpus > MAX_CHAKRA_NPUS:
+        raise LimitError("--chakra-npus", "", f"expected at most {MAX_CHAKRA_NPUS:,} NPUs "
+                         f"(ghsim.limits.MAX_CHAKRA_NPUS), got {scenario.spec.num_gpus:,}")
 
 
 def _run_serving(scenario: ServingScenario, args: argparse.Namespace) -> int:
@@ -574,8 +590,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", metavar="DIR",
                      help="write result.json, trace.json, plots and report.html")
     run.add_argument("--chakra", metavar="DIR", default=None,
-                     help="also write the simulated step as Chakra .et files (one per rank "
-                     "class) for ASTRA-sim")
+                     help="also write the simulated step as Chakra .et files, one per rank "
+                     "class")
+    run.add_argument("--chakra-npus", action="store_true",
+                     help="with --chakra: one file per NPU as ASTRA-sim reads them "
+                     "(DIR/workload.N.et, DIR/comm_groups.json), with each collective's group "
+                     "and each pipeline transfer's peer")
     _add_common(run)
     run.set_defaults(handler=cmd_run)
 

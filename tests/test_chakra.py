@@ -1,12 +1,19 @@
 """Chakra execution traces by hand: nodes read in id order whatever the file's order, each node
-type and collective as ghsim replays it, and an export that chains its nodes and names its
-collectives as ASTRA-sim runs them."""
+type and collective as ghsim replays it, an export that chains its nodes and names its
+collectives as ASTRA-sim runs them, and the export of one file per NPU: each collective's group,
+each pipeline transfer's peer and tag, each node's dependencies."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from ghsim.cli import main
+from ghsim.config import load_scenario
+from ghsim.engine.simulate import simulate
 from ghsim.importers.chakra import (
     COLLECTIVES,
     NODE_TYPES,
@@ -18,6 +25,8 @@ from ghsim.importers.chakra import (
     write_chakra,
 )
 from ghsim.importers.kineto import GpuEvent, TraceRank
+
+from .conftest import ROOT
 
 
 def _node(node_id: int, name: str, kind: str, dur: int, **attrs: Any) -> Any:
@@ -76,3 +85,108 @@ def test_an_export_chains_its_nodes_in_order(tmp_path: Path) -> None:
                                 "comm_size": 2**20, "is_cpu_op": False}
     # ASTRA-sim issues REDUCE_SCATTER and stops on REDUCE_SCATTER_BLOCK
     assert nodes[3]["attr"]["comm_type"] == COLLECTIVES.index("REDUCE_SCATTER")
+
+
+# -- one file per NPU, as ASTRA-sim reads them --------------------------------------------------
+
+PIPELINED = ["num_gpus=8", "parallelism.tp=2", "parallelism.pp=2", "parallelism.vp=2",
+             "model.layers=8", "model.tied_embeddings=true", "training.global_batch=16"]
+"""llama3-8b-gh200 on 8 GPUs: tp 2 x dp 2 per stage, two stages of two chunks each, the tied
+embeddings' gradients all-reduced between the first and the last stage."""
+
+
+def _npus(tmp_path: Path) -> tuple[dict[str, list[int]], dict[int, list[dict[str, Any]]]]:
+    assert main(["run", "llama3-8b-gh200", *(a for o in PIPELINED for a in ("--set", o)),
+                 "--chakra", str(tmp_path), "--chakra-npus", "--json"]) == 0
+    groups = json.loads((tmp_path / "comm_groups.json").read_text())
+    files = sorted(tmp_path.glob("workload.*.et"))
+    assert [f.name for f in files] == sorted(f"workload.{r}.et" for r in range(8))
+    return groups, {r: read_chakra(tmp_path / f"workload.{r}.et")[1] for r in range(8)}
+
+
+def test_each_npu_s_collectives_name_its_own_groups(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Megatron's rank order (tp fastest, then dp, then pp): the data-parallel groups of stage 0
+    are NPUs {0, 2} and {1, 3}, of stage 1 {4, 6} and {5, 7}; the embedding pairs the first
+    stage's NPU with the last stage's at the same place, {0, 4} ... {3, 7}."""
+    groups, nodes = _npus(tmp_path)
+    capsys.readouterr()
+    assert sorted(map(tuple, groups.values())) == [
+        (0, 2), (0, 4), (1, 3), (1, 5), (2, 6), (3, 7), (4, 6), (5, 7)]
+    assert sorted(groups, key=int) == [str(i) for i in range(1, 9)]  # 0 means every NPU
+    for rank, listed in nodes.items():
+        named = {tuple(groups[n["attr"]["pg_name"]]) for n in listed
+                 if n["type"] == "COMM_COLL_NODE"}
+        dp = (rank - rank // 2 % 2 * 2, rank - rank // 2 % 2 * 2 + 2)
+        assert named == {dp, (rank % 4, rank % 4 + 4)}, rank
+
+
+def test_every_pipeline_send_meets_one_receive_on_its_peer(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each stage sends three transfers a micro-batch (stage 0: activations from virtual
+    stages 0 and 2, gradients from 2; stage 1: activations from 1, gradients from 1 and 3), 8
+    micro-batches: 24, each to the NPU at its place on the other stage (4 apart), which posts a
+    receive with the same tag and size."""
+    _, nodes = _npus(tmp_path)
+    capsys.readouterr()
+    sends: list[tuple[int, ...]] = []
+    receives: list[tuple[int, ...]] = []
+    for rank, listed in nodes.items():
+        for node in listed:
+            attr = node["attr"]
+            end = (attr.get("comm_src"), attr.get("comm_dst"), attr.get("comm_tag"),
+                   attr.get("comm_size"))
+            if node["type"] == "COMM_SEND_NODE":
+                assert end[0] == rank and end[1] == (rank + 4) % 8
+                sends.append(end)
+            elif node["type"] == "COMM_RECV_NODE":
+                assert end[1] == rank and end[0] == (rank + 4) % 8
+                receives.append(end)
+        assert sum(n["type"] == "COMM_SEND_NODE" for n in listed) == 24
+    assert len(set(sends)) == len(sends) == 8 * 24
+    assert sorted(sends) == sorted(receives)
+
+
+def test_npu_nodes_keep_their_dependencies_and_simulated_durations(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every dependency is an earlier node of the same file (ASTRA-sim resolves them inside
+    one NPU's trace), and the compute nodes of stage 0 take, in microseconds, what ghsim's
+    simulation gave their ops."""
+    _, nodes = _npus(tmp_path)
+    capsys.readouterr()
+    for listed in nodes.values():
+        ids = {n["id"] for n in listed}
+        assert all(d in ids and d < n["id"] for n in listed for d in n["data_deps"])
+    result = simulate(load_scenario("llama3-8b-gh200", PIPELINED))
+    assert result.timeline is not None
+    stage0 = result.timeline.classes[0]
+    expected = {s.op: round((s.end - s.start) * 1e6) for s in stage0.spans}
+    computed = [n for n in nodes[0] if n["type"] == "COMP_NODE" and not n["attr"]["is_cpu_op"]]
+    assert computed and all(n["dur_us"] == expected[n["id"]] for n in computed)
+    ops = stage0.rank_class.ops
+    assert [n["data_deps"] for n in nodes[0]] == [list(ops[n["id"]].deps) for n in nodes[0]]
+    assert sum(len(n["data_deps"]) for n in nodes[0]) >= len(nodes[0]) - 1
+    assert [n["id"] for n in nodes[0]] == [n["id"] for n in nodes[3]]  # one class, one DAG
+
+
+@pytest.mark.parametrize(("argv", "expect"), [
+    (["--chakra-npus"], "--chakra-npus: names where to write: give --chakra DIR too"),
+    (["--set", "system=dgx-h100", "--set", "num_gpus=16392",
+      "--set", "training.global_batch=16392", "--chakra", "X", "--chakra-npus"],
+     "expected at most 16,384 NPUs (ghsim.limits.MAX_CHAKRA_NPUS), got 16,392"),
+])
+def test_an_npu_export_that_cannot_be_written_is_refused_first(
+        argv: list[str], expect: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "llama3-8b-gh200", *argv]) == 2
+    assert expect in capsys.readouterr().err
+
+
+def test_an_imported_workload_is_not_written_per_npu(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its ranks are the traced ones, not Megatron's grid: refused before anything is read."""
+    scenario = tmp_path / "replayed.yaml"
+    scenario.write_text((ROOT / "configs" / "scenarios" / "llama3-8b-gh200.yaml").read_text()
+                        + "workload: nowhere.workload.yaml\n")
+    assert main(["run", str(scenario), "--chakra", str(tmp_path / "et"), "--chakra-npus"]) == 2
+    assert "an imported workload's ranks are written one file each" in capsys.readouterr().err
+    assert not (tmp_path / "et").exists()

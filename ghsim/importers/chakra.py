@@ -7,7 +7,8 @@ followed by ``Node`` messages, each preceded by its length as a varint.
 
 Import turns each node into a replay event (compute nodes with their duration and FLOPs,
 collective nodes with their type and size, send/receive nodes); export writes any ghsim
-workload (lowered or imported) in the same form, one file per rank class, for ASTRA-sim.
+workload (lowered or imported) in the same form (``ghsim.report.chakra``: one file per rank
+class, or one per NPU as ASTRA-sim reads them).
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ _CHAKRA_COLLECTIVE = {"all_reduce": "ALL_REDUCE", "all_gather": "ALL_GATHER",
 """What an export names each collective: the types ASTRA-sim's workload layer issues
 (``Workload::issue_coll_comm`` takes ALL_REDUCE, ALL_TO_ALL, ALL_GATHER, REDUCE_SCATTER and
 BROADCAST, and stops on any other, REDUCE_SCATTER_BLOCK included)."""
+
+
+def chakra_collective(name: str) -> str:
+    """The Chakra collective type an export writes for ghsim's collective ``name``."""
+    return _CHAKRA_COLLECTIVE.get(name, "ALL_REDUCE")
 _SCALARS = (("double_val", 3, F.TYPE_DOUBLE), ("float_val", 5, F.TYPE_FLOAT),
             ("int32_val", 7, F.TYPE_INT32), ("int64_val", 9, F.TYPE_INT64),
             ("uint32_val", 11, F.TYPE_UINT32), ("uint64_val", 13, F.TYPE_UINT64),
@@ -230,8 +236,7 @@ def write_chakra(path: Path, rank: TraceRank) -> None:
                     node.type = NODE_TYPES.index("COMM_SEND_NODE")
                 else:
                     node.type = NODE_TYPES.index("COMM_COLL_NODE")
-                    kind = COLLECTIVES.index(
-                        _CHAKRA_COLLECTIVE.get(event.collective or "", "ALL_REDUCE"))
+                    kind = COLLECTIVES.index(chakra_collective(event.collective or ""))
                     node.attr.add(name="comm_type", int64_val=kind)
                 node.attr.add(name="comm_size", int64_val=int(event.bytes))
             else:
