@@ -46,10 +46,6 @@ _CHAKRA_COLLECTIVE = {"all_reduce": "ALL_REDUCE", "all_gather": "ALL_GATHER",
 (``Workload::issue_coll_comm`` takes ALL_REDUCE, ALL_TO_ALL, ALL_GATHER, REDUCE_SCATTER and
 BROADCAST, and stops on any other, REDUCE_SCATTER_BLOCK included)."""
 
-
-def chakra_collective(name: str) -> str:
-    """The Chakra collective type an export writes for ghsim's collective ``name``."""
-    return _CHAKRA_COLLECTIVE.get(name, "ALL_REDUCE")
 _SCALARS = (("double_val", 3, F.TYPE_DOUBLE), ("float_val", 5, F.TYPE_FLOAT),
             ("int32_val", 7, F.TYPE_INT32), ("int64_val", 9, F.TYPE_INT64),
             ("uint32_val", 11, F.TYPE_UINT32), ("uint64_val", 13, F.TYPE_UINT64),
@@ -214,10 +210,19 @@ def chakra_rank(path: Path, rank: int = 0) -> TraceRank:
     return TraceRank(str(path), rank, "", events, None, 0, bytes_read=path.stat().st_size)
 
 
+def chakra_collective(name: str) -> str:
+    """The Chakra collective type an export writes for ghsim's collective ``name``."""
+    return _CHAKRA_COLLECTIVE.get(name, "ALL_REDUCE")
+
+
+def framed(message: Any) -> bytes:
+    """A message as a file holds it: its length as a varint, then its bytes."""
+    payload: bytes = message.SerializeToString()
+    return bytes(_VarintBytes(len(payload))) + payload
+
+
 def _write(handle: Any, message: Any) -> None:
-    payload = message.SerializeToString()
-    handle.write(_VarintBytes(len(payload)))
-    handle.write(payload)
+    handle.write(framed(message))
 
 
 def write_chakra(path: Path, rank: TraceRank) -> None:

@@ -24,8 +24,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.internal.encoder import _VarintBytes
-
 from ghsim.engine.simulator import ClassTimeline, Timeline
 from ghsim.importers.chakra import (
     COLLECTIVES,
@@ -33,6 +31,7 @@ from ghsim.importers.chakra import (
     GlobalMetadata,
     Node,
     chakra_collective,
+    framed,
     write_chakra,
 )
 from ghsim.importers.kineto import GpuEvent, TraceRank
@@ -137,11 +136,6 @@ def _node(op: Op, cls: ClassTimeline) -> Any:
     return node
 
 
-def _framed(message: Any) -> bytes:
-    payload: bytes = message.SerializeToString()
-    return bytes(_VarintBytes(len(payload))) + payload
-
-
 def _npu_nodes(cls: ClassTimeline, rank: int, replicas: int, virtual_stages: int,
                groups: _Groups, fixed: dict[int, bytes]) -> bytes:
     """One NPU's nodes: those that do not depend on the NPU from ``fixed``, the others built."""
@@ -161,7 +155,7 @@ def _npu_nodes(cls: ClassTimeline, rank: int, replicas: int, virtual_stages: int
             node.attr.add(name="comm_src", int64_val=src)
             node.attr.add(name="comm_dst", int64_val=dst)
             node.attr.add(name="comm_tag", int64_val=tag_of(op.attrs["tag"], virtual_stages))
-        parts.append(_framed(node))
+        parts.append(framed(node))
     return b"".join(parts)
 
 
@@ -173,12 +167,12 @@ def export_npus(timeline: Timeline, directory: Path) -> list[Path]:
     virtual_stages = max(tags, default=0) + 1
     metadata = GlobalMetadata(version="0.0.4")
     metadata.attr.add(name="schema", string_val="ghsim")
-    header = _framed(metadata)
+    header = framed(metadata)
     groups = _Groups()
     written = []
     for cls in timeline.classes:
         rank_class = cls.rank_class
-        fixed = {op.id: _framed(_node(op, cls)) for op in rank_class.ops
+        fixed = {op.id: framed(_node(op, cls)) for op in rank_class.ops
                  if op.kind not in ("collective", "send", "recv")}
         for rank in range(rank_class.first_rank,
                           rank_class.first_rank + rank_class.multiplicity):
