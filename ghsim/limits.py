@@ -99,10 +99,11 @@ MAX_WORKERS = 1_024
 """Most local worker processes of ``ghsim sweep --workers`` (and never more than the sweep has
 points): each is a Python process of a few hundred MiB."""
 
-MAX_CHAKRA_NPUS = 16_384
-"""Most NPUs ``ghsim run --chakra DIR --chakra-npus`` writes a trace for (one file each, the
-size of its rank class's file: a few hundred KiB to a few MiB for a pipelined step). ASTRA-sim
-simulates every NPU of the files it reads, and runs of 10^4 NPUs are the largest it is used on."""
+MAX_CHAKRA_NPUS = 8_192
+"""Most NPUs ``ghsim run --chakra DIR --chakra-npus`` writes a trace for, one file each: GPT-3
+175B on 256 GH200 (pp 8, vp 6, 384 micro-batches) writes 1.3 MB an NPU, 333 MB in 10 s, so the
+limit is about 11 GB and 6 minutes of such a step. ASTRA-sim simulates every NPU of the files
+it reads; the largest systems it is used on have a few thousand."""
 
 # -- sweeps ------------------------------------------------------------------------------------
 

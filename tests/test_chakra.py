@@ -20,6 +20,7 @@ from ghsim.importers.chakra import (
     GlobalMetadata,
     Node,
     _write,
+    attribute_bytes,
     chakra_rank,
     read_chakra,
     write_chakra,
@@ -171,9 +172,9 @@ def test_npu_nodes_keep_their_dependencies_and_simulated_durations(
 
 @pytest.mark.parametrize(("argv", "expect"), [
     (["--chakra-npus"], "--chakra-npus: names where to write: give --chakra DIR too"),
-    (["--set", "system=dgx-h100", "--set", "num_gpus=16392",
-      "--set", "training.global_batch=16392", "--chakra", "X", "--chakra-npus"],
-     "expected at most 16,384 NPUs (ghsim.limits.MAX_CHAKRA_NPUS), got 16,392"),
+    (["--set", "system=dgx-h100", "--set", "num_gpus=8200",
+      "--set", "training.global_batch=8200", "--chakra", "X", "--chakra-npus"],
+     "expected at most 8,192 NPUs (ghsim.limits.MAX_CHAKRA_NPUS), got 8,200"),
 ])
 def test_an_npu_export_that_cannot_be_written_is_refused_first(
         argv: list[str], expect: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -190,3 +191,20 @@ def test_an_imported_workload_is_not_written_per_npu(
     assert main(["run", str(scenario), "--chakra", str(tmp_path / "et"), "--chakra-npus"]) == 2
     assert "an imported workload's ranks are written one file each" in capsys.readouterr().err
     assert not (tmp_path / "et").exists()
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("comm_src", 0), ("comm_dst", 127), ("comm_tag", 128), ("comm_src", 2**40 + 3),
+    ("pg_name", "7"), ("pg_name", "")])
+def test_appended_attributes_encode_as_protobuf_does(name: str, value: int | str) -> None:
+    """The per-NPU export appends its NPU's attributes to a shared serialized node: the bytes
+    are protobuf's own for the same attribute, and the node reads back whole."""
+    made = Node()
+    if isinstance(value, str):
+        made.attr.add(name=name, string_val=value)
+    else:
+        made.attr.add(name=name, int64_val=value)
+    assert attribute_bytes(name, value) == made.SerializeToString()
+    base = _node(5, "recv", "COMM_RECV_NODE", 3, comm_size=64)
+    joined = Node.FromString(base.SerializeToString() + attribute_bytes(name, value))
+    assert [a.name for a in joined.attr] == ["comm_size", name]

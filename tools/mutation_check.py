@@ -1586,6 +1586,11 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "\n",
              "an NPU's nodes lose their dependencies (ASTRA-sim would run them all at once)",
              ("tests/test_chakra.py",)),
+    Sabotage("npu-attribute-varint-tag", "ghsim/importers/chakra.py",
+             '        body += b"\\x48" + bytes(_VarintBytes(value))',
+             '        body += b"\\x50" + bytes(_VarintBytes(value))',
+             "an appended integer attribute carries int64_list's field number, not int64_val's",
+             ("tests/test_chakra.py",)),
 )
 
 

@@ -217,7 +217,28 @@ def chakra_collective(name: str) -> str:
 
 def framed(message: Any) -> bytes:
     """A message as a file holds it: its length as a varint, then its bytes."""
-    payload: bytes = message.SerializeToString()
+    return framed_payload(message.SerializeToString())
+
+
+def attribute_bytes(name: str, value: int | str) -> bytes:
+    """One ``attr`` entry of a Node as protobuf encodes it, for appending to a serialized Node
+    (repeated fields concatenate): field 10, an AttributeProto of its ``name`` (field 1) and an
+    ``int64_val`` (field 9, a varint) or a ``string_val`` (field 29). A hundred times faster
+    than building the message, for exports that write millions of nodes."""
+    key = name.encode()
+    body = b"\x0a" + bytes(_VarintBytes(len(key))) + key
+    if isinstance(value, str):
+        text = value.encode()
+        body += b"\xea\x01" + bytes(_VarintBytes(len(text))) + text
+    else:
+        if value < 0:
+            raise ValueError(f"attribute {name}: expected a value >= 0, got {value}")
+        body += b"\x48" + bytes(_VarintBytes(value))
+    return b"\x52" + bytes(_VarintBytes(len(body))) + body
+
+
+def framed_payload(payload: bytes) -> bytes:
+    """A serialized message as a file holds it: its length as a varint, then its bytes."""
     return bytes(_VarintBytes(len(payload))) + payload
 
 

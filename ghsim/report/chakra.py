@@ -30,8 +30,10 @@ from ghsim.importers.chakra import (
     NODE_TYPES,
     GlobalMetadata,
     Node,
+    attribute_bytes,
     chakra_collective,
     framed,
+    framed_payload,
     write_chakra,
 )
 from ghsim.importers.kineto import GpuEvent, TraceRank
@@ -136,27 +138,41 @@ def _node(op: Op, cls: ClassTimeline) -> Any:
     return node
 
 
-def _npu_nodes(cls: ClassTimeline, rank: int, replicas: int, virtual_stages: int,
-               groups: _Groups, fixed: dict[int, bytes]) -> bytes:
-    """One NPU's nodes: those that do not depend on the NPU from ``fixed``, the others built."""
+def _npu_nodes(cls: ClassTimeline, rank: int, replicas: int, cached: dict[int, bytes],
+               groups: _Groups) -> bytes:
+    """One NPU's nodes: those that do not depend on the NPU as ``cached`` holds them, framed;
+    the others ``cached`` holds serialized without their group or ends, which are appended
+    here (protobuf concatenates repeated fields)."""
     rank_class: RankClass = cls.rank_class
     parts = []
     for op in rank_class.ops:
-        if op.id in fixed:
-            parts.append(fixed[op.id])
-            continue
-        node = _node(op, cls)
+        base = cached[op.id]
         if op.kind == "collective":
             group = rank_class.groups[op.attrs["group"]]
-            node.attr.add(name="pg_name", string_val=str(groups.id(members(group, rank))))
-        else:  # a send or receive: the same local position one stage over
+            parts.append(framed_payload(base + attribute_bytes(
+                "pg_name", str(groups.id(members(group, rank))))))
+        elif op.kind in ("send", "recv"):  # the same local position on the peer stage
             peer = rank + (op.attrs["peer_stage"] - rank_class.stage) * replicas
             src, dst = (rank, peer) if op.kind == "send" else (peer, rank)
-            node.attr.add(name="comm_src", int64_val=src)
-            node.attr.add(name="comm_dst", int64_val=dst)
-            node.attr.add(name="comm_tag", int64_val=tag_of(op.attrs["tag"], virtual_stages))
-        parts.append(framed(node))
+            parts.append(framed_payload(base + attribute_bytes("comm_src", src)
+                                        + attribute_bytes("comm_dst", dst)))
+        else:
+            parts.append(base)
     return b"".join(parts)
+
+
+def _cached(cls: ClassTimeline, virtual_stages: int) -> dict[int, bytes]:
+    """Each op of a class as its NPUs share it: framed where no NPU changes it; serialized,
+    unframed, for the collectives and transfers, a transfer with its tag."""
+    cached = {}
+    for op in cls.rank_class.ops:
+        node = _node(op, cls)
+        if op.kind in ("send", "recv"):
+            node.attr.add(name="comm_tag", int64_val=tag_of(op.attrs["tag"], virtual_stages))
+        payload = node.SerializeToString()
+        shared = op.kind not in ("collective", "send", "recv")
+        cached[op.id] = framed_payload(payload) if shared else payload
+    return cached
 
 
 def export_npus(timeline: Timeline, directory: Path) -> list[Path]:
@@ -172,13 +188,12 @@ def export_npus(timeline: Timeline, directory: Path) -> list[Path]:
     written = []
     for cls in timeline.classes:
         rank_class = cls.rank_class
-        fixed = {op.id: framed(_node(op, cls)) for op in rank_class.ops
-                 if op.kind not in ("collective", "send", "recv")}
+        cached = _cached(cls, virtual_stages)
         for rank in range(rank_class.first_rank,
                           rank_class.first_rank + rank_class.multiplicity):
             path = directory / f"{PREFIX}.{rank}.et"
-            write_bytes(path, header + _npu_nodes(cls, rank, rank_class.multiplicity,
-                                                  virtual_stages, groups, fixed))
+            write_bytes(path, header + _npu_nodes(cls, rank, rank_class.multiplicity, cached,
+                                                  groups))
             written.append(path)
     comm_groups = directory / "comm_groups.json"
     write_text(comm_groups, json.dumps(groups.as_json()) + "\n")
