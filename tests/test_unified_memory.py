@@ -74,7 +74,8 @@ def test_system_memory_is_read_in_place_until_its_counters_pass_the_threshold() 
 
 def test_access_counters_migrate_by_default_only_over_a_coherent_link() -> None:
     """The driver turns access-counter migration on for ATS systems (FACTS.md T1#35): left
-    unset, a GH200's coherent NVLink-C2C migrates hot pages and a PCIe link does not."""
+    unset, a GH200's coherent NVLink-C2C migrates hot pages, and the same link made
+    non-coherent (as a PCIe link is) does not."""
     def migrates(*overrides: str) -> bool:
         unset = [*TINY, f"{UM}.access_counter_migration=null", *overrides]
         gpu = load_scenario("llama3-8b-gh200", unset).spec.system.node.gpu.gpu
