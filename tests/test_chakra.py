@@ -26,7 +26,9 @@ from ghsim.importers.chakra import (
     write_chakra,
 )
 from ghsim.importers.kineto import GpuEvent, TraceRank
+from ghsim.report.chakra import export_npus
 
+from .chakra_replay import Replay
 from .conftest import ROOT
 
 
@@ -208,3 +210,26 @@ def test_appended_attributes_encode_as_protobuf_does(name: str, value: int | str
     base = _node(5, "recv", "COMM_RECV_NODE", 3, comm_size=64)
     joined = Node.FromString(base.SerializeToString() + attribute_bytes(name, value))
     assert [a.name for a in joined.attr] == ["comm_size", name]
+
+
+@pytest.mark.parametrize("scenario, overrides", [
+    ("llama3-8b-gh200", PIPELINED),
+    ("qwen3-235b-gh200-nvl32", ["model.layers=8", "training.global_batch=64"]),
+], ids=["pipelined-tied", "moe-dp-edp"])
+def test_the_npu_traces_run_to_the_end_as_astra_sim_issues_them(
+        scenario: str, overrides: list[str], tmp_path: Path) -> None:
+    """Under ASTRA-sim's issue rules (tests/chakra_replay.py) every node of every NPU runs: no
+    receive waits for a send that never comes, no group's members issue different collectives,
+    no dependency cycle. A wrong peer, tag or group leaves nodes that never run."""
+    result = simulate(load_scenario(scenario, overrides))
+    assert result.timeline is not None
+    written = export_npus(result.timeline, tmp_path)
+    groups = json.loads((tmp_path / "comm_groups.json").read_text())
+    nodes = {int(p.name.split(".")[1]): read_chakra(p)[1] for p in written[:-1]}
+    assert Replay(nodes, groups).run() > 0
+    broken = {npu: [{**n, "attr": {**n["attr"], "comm_tag": n["attr"]["comm_tag"] + 1}}
+                    if npu == 0 and n["type"] == "COMM_RECV_NODE" else n for n in listed]
+              for npu, listed in nodes.items()}
+    if any(n["type"] == "COMM_RECV_NODE" for n in nodes[0]):
+        with pytest.raises(RuntimeError, match="never ran"):
+            Replay(broken, groups).run()
