@@ -238,12 +238,12 @@ def _kineto(events: list[object], **extra: object) -> str:
     return json.dumps({**extra, "traceEvents": events})
 
 
-_KERNEL = {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7,
-           "ts": 1000.0, "dur": 50.0, "args": {"stream": 7, "correlation": 11}}
-_LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-           "ts": 990.0, "dur": 5.0, "args": {"correlation": 11}}
-_OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 980.0,
-       "dur": 30.0, "args": {"Input Dims": [[64, 64], [64, 64]]}}
+KERNEL = {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7,
+          "ts": 1000.0, "dur": 50.0, "args": {"stream": 7, "correlation": 11}}
+LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+          "ts": 990.0, "dur": 5.0, "args": {"correlation": 11}}
+OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 980.0,
+      "dur": 30.0, "args": {"Input Dims": [[64, 64], [64, 64]]}}
 
 
 def _with(base: dict[str, object], **changes: object) -> dict[str, object]:
@@ -255,37 +255,37 @@ _DROP = object()
 
 
 def _kineto_cases(folder: Path) -> list[Case]:
-    good = [_OP, _LAUNCH, _KERNEL]
+    good = [OP, LAUNCH, KERNEL]
     variants: dict[str, tuple[list[object] | str, int, str]] = {
         "valid": (good, 0, ""),
-        "unknown-correlation": ([_OP, _LAUNCH, _with(_KERNEL, args={"correlation": 999})], 0,
+        "unknown-correlation": ([OP, LAUNCH, _with(KERNEL, args={"correlation": 999})], 0,
                                 ""),
-        "dur-string": ([_OP, _LAUNCH, _with(_KERNEL, dur="fifty")], 2, "traceEvents[2].dur"),
-        "dur-negative": ([_OP, _LAUNCH, _with(_KERNEL, dur=-5)], 2, "traceEvents[2].dur"),
-        "dur-1e300": ([_OP, _LAUNCH, _with(_KERNEL, dur=1e300)], 2, "MAX_EVENT_US"),
-        "ts-missing": ([_OP, _LAUNCH, _with(_KERNEL, ts=_DROP)], 2, "traceEvents[2].ts"),
-        "ts-1e300": ([_OP, _with(_LAUNCH, ts=1e300), _KERNEL], 2, "traceEvents[1].ts"),
-        "args-list": ([_OP, _LAUNCH, _with(_KERNEL, args=[1, 2])], 2, "traceEvents[2].args"),
-        "correlation-string": ([_OP, _with(_LAUNCH, args={"correlation": "x"}), _KERNEL], 2,
+        "dur-string": ([OP, LAUNCH, _with(KERNEL, dur="fifty")], 2, "traceEvents[2].dur"),
+        "dur-negative": ([OP, LAUNCH, _with(KERNEL, dur=-5)], 2, "traceEvents[2].dur"),
+        "dur-1e300": ([OP, LAUNCH, _with(KERNEL, dur=1e300)], 2, "MAX_EVENT_US"),
+        "ts-missing": ([OP, LAUNCH, _with(KERNEL, ts=_DROP)], 2, "traceEvents[2].ts"),
+        "ts-1e300": ([OP, _with(LAUNCH, ts=1e300), KERNEL], 2, "traceEvents[1].ts"),
+        "args-list": ([OP, LAUNCH, _with(KERNEL, args=[1, 2])], 2, "traceEvents[2].args"),
+        "correlation-string": ([OP, _with(LAUNCH, args={"correlation": "x"}), KERNEL], 2,
                                "traceEvents[1].args.correlation"),
-        "stream-float": ([_OP, _LAUNCH, _with(_KERNEL, args={"stream": 7.5})], 2,
+        "stream-float": ([OP, LAUNCH, _with(KERNEL, args={"stream": 7.5})], 2,
                          "args.stream"),
-        "cat-list": ([_OP, _LAUNCH, _with(_KERNEL, cat=["kernel"])], 2, "traceEvents[2].cat"),
-        "tid-list": ([_with(_OP, tid=[1]), _LAUNCH, _KERNEL], 2, "traceEvents[0].tid"),
-        "name-number": ([_OP, _LAUNCH, _with(_KERNEL, name=12)], 2, "traceEvents[2].name"),
-        "event-not-object": ([_OP, [1, 2], _KERNEL], 2, "traceEvents[1]"),
-        "gemm-dims-huge": ([_with(_OP, args={"Input Dims": [[10**15, 10**15], [10**15, 1]]}),
-                            _LAUNCH, _KERNEL], 0, ""),
-        "nccl-bytes-string": ([_with(_OP, name="nccl:all_reduce",
-                                     args={"In msg nelems": "many"}), _LAUNCH,
-                               _with(_KERNEL, name="ncclKernel_AllReduce")], 0, ""),
+        "cat-list": ([OP, LAUNCH, _with(KERNEL, cat=["kernel"])], 2, "traceEvents[2].cat"),
+        "tid-list": ([_with(OP, tid=[1]), LAUNCH, KERNEL], 2, "traceEvents[0].tid"),
+        "name-number": ([OP, LAUNCH, _with(KERNEL, name=12)], 2, "traceEvents[2].name"),
+        "event-not-object": ([OP, [1, 2], KERNEL], 2, "traceEvents[1]"),
+        "gemm-dims-huge": ([_with(OP, args={"Input Dims": [[10**15, 10**15], [10**15, 1]]}),
+                            LAUNCH, KERNEL], 0, ""),
+        "nccl-bytes-string": ([_with(OP, name="nccl:all_reduce",
+                                     args={"In msg nelems": "many"}), LAUNCH,
+                               _with(KERNEL, name="ncclKernel_AllReduce")], 0, ""),
         "events-not-a-list": ("{\"traceEvents\": 5}", 2, "expected a PyTorch profiler trace"),
         "rank-string": (_kineto(good, distributedInfo={"rank": "zero"}), 2,
                         "distributedInfo.rank"),
         "nan-literal": ("{\"traceEvents\": [{\"ph\": \"X\", \"dur\": NaN}]}", 2, "JSON"),
         "nested-5000": ("{\"traceEvents\": [" + "[" * 5000 + "]" * 5000 + "]}", 2,
                         "expected an event object"),
-        "args-nested-5000": ([_OP, _LAUNCH, _with(_KERNEL, args={
+        "args-nested-5000": ([OP, LAUNCH, _with(KERNEL, args={
             "stream": json.loads("[" * 900 + "]" * 900)})], 2, "args.stream"),
     }
     cases = []
@@ -297,9 +297,9 @@ def _kineto_cases(folder: Path) -> list[Case]:
                                              "--json"), status, expect))
     spaces = _gzip_bomb(folder / "in" / "kineto" / "bomb-spaces.json.gz", b'{"traceEvents": [',
                         b" " * 2**24, 4, b"]}")
-    event = (json.dumps(_KERNEL) + ",").encode()
+    event = (json.dumps(KERNEL) + ",").encode()
     events = _gzip_bomb(folder / "in" / "kineto" / "bomb-events.json.gz", b'{"traceEvents": [',
-                        event * (2**22 // len(event)), 8, json.dumps(_KERNEL).encode() + b"]}")
+                        event * (2**22 // len(event)), 8, json.dumps(KERNEL).encode() + b"]}")
     for name, path in (("bomb-spaces", spaces), ("bomb-events", events)):
         cases.append(Case(f"kineto-{name}", ("import", str(path), "-o",
                                              str(folder / "out" / f"{name}.yaml")), 2,
@@ -529,7 +529,7 @@ def _workload_cases(folder: Path) -> list[Case]:
 def _output_cases(folder: Path) -> list[Case]:
     plain = _write(folder / "in" / "a-file", "not a folder\n")
     out = folder / "out"
-    trace = _write(folder / "in" / "kineto-ok.json", _kineto([_OP, _LAUNCH, _KERNEL]))
+    trace = _write(folder / "in" / "kineto-ok.json", _kineto([OP, LAUNCH, KERNEL]))
     return [
         Case("stdout-full-json", _run(), 1, "No space left on device", stdout="full"),
         Case("stdout-full-table", ("inspect", SCENARIO), 1, "No space left on device",

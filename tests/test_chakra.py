@@ -98,7 +98,13 @@ PIPELINED = ["num_gpus=8", "parallelism.tp=2", "parallelism.pp=2", "parallelism.
 embeddings' gradients all-reduced between the first and the last stage."""
 
 
-def _npus(tmp_path: Path) -> tuple[dict[str, list[int]], dict[int, list[dict[str, Any]]]]:
+Npus = tuple[dict[str, list[int]], dict[int, list[dict[str, Any]]]]
+
+
+@pytest.fixture(scope="module")
+def npus(tmp_path_factory: pytest.TempPathFactory) -> Npus:
+    """The groups and each NPU's nodes of PIPELINED, exported once through the command line."""
+    tmp_path = tmp_path_factory.mktemp("npus")
     assert main(["run", "llama3-8b-gh200", *(a for o in PIPELINED for a in ("--set", o)),
                  "--chakra", str(tmp_path), "--chakra-npus", "--json"]) == 0
     groups = json.loads((tmp_path / "comm_groups.json").read_text())
@@ -107,13 +113,11 @@ def _npus(tmp_path: Path) -> tuple[dict[str, list[int]], dict[int, list[dict[str
     return groups, {r: read_chakra(tmp_path / f"workload.{r}.et")[1] for r in range(8)}
 
 
-def test_each_npu_s_collectives_name_its_own_groups(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_npu_s_collectives_name_its_own_groups(npus: Npus) -> None:
     """Megatron's rank order (tp fastest, then dp, then pp): the data-parallel groups of stage 0
     are NPUs {0, 2} and {1, 3}, of stage 1 {4, 6} and {5, 7}; the embedding pairs the first
     stage's NPU with the last stage's at the same place, {0, 4} ... {3, 7}."""
-    groups, nodes = _npus(tmp_path)
-    capsys.readouterr()
+    groups, nodes = npus
     assert sorted(map(tuple, groups.values())) == [
         (0, 2), (0, 4), (1, 3), (1, 5), (2, 6), (3, 7), (4, 6), (5, 7)]
     assert sorted(groups, key=int) == [str(i) for i in range(1, 9)]  # 0 means every NPU
@@ -124,14 +128,12 @@ def test_each_npu_s_collectives_name_its_own_groups(
         assert named == {dp, (rank % 4, rank % 4 + 4)}, rank
 
 
-def test_every_pipeline_send_meets_one_receive_on_its_peer(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_pipeline_send_meets_one_receive_on_its_peer(npus: Npus) -> None:
     """Each stage sends three transfers a micro-batch (stage 0: activations from virtual
     stages 0 and 2, gradients from 2; stage 1: activations from 1, gradients from 1 and 3), 8
     micro-batches: 24, each to the NPU at its place on the other stage (4 apart), which posts a
     receive with the same tag and size."""
-    _, nodes = _npus(tmp_path)
-    capsys.readouterr()
+    _, nodes = npus
     sends: list[tuple[int, ...]] = []
     receives: list[tuple[int, ...]] = []
     for rank, listed in nodes.items():
@@ -150,13 +152,11 @@ def test_every_pipeline_send_meets_one_receive_on_its_peer(
     assert sorted(sends) == sorted(receives)
 
 
-def test_npu_nodes_keep_their_dependencies_and_simulated_durations(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_npu_nodes_keep_their_dependencies_and_simulated_durations(npus: Npus) -> None:
     """Every dependency is an earlier node of the same file (ASTRA-sim resolves them inside
     one NPU's trace), and the compute nodes of stage 0 take, in microseconds, what ghsim's
     simulation gave their ops."""
-    _, nodes = _npus(tmp_path)
-    capsys.readouterr()
+    _, nodes = npus
     for listed in nodes.values():
         ids = {n["id"] for n in listed}
         assert all(d in ids and d < n["id"] for n in listed for d in n["data_deps"])

@@ -10,12 +10,7 @@ import yaml
 
 from ghsim.importers.cli_import import detect, import_traces
 
-KERNEL = {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7,
-          "ts": 1000.0, "dur": 50.0, "args": {"stream": 7, "correlation": 11}}
-LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-          "ts": 990.0, "dur": 5.0, "args": {"correlation": 11}}
-OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 980.0,
-      "dur": 30.0, "args": {"Input Dims": [[64, 64], [64, 64]]}}
+from .hostile import KERNEL, LAUNCH, OP
 
 
 def _kineto(path: Path, rank: int) -> Path:

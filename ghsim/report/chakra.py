@@ -138,12 +138,12 @@ def _node(op: Op, cls: ClassTimeline) -> Any:
     return node
 
 
-def _npu_nodes(cls: ClassTimeline, rank: int, replicas: int, cached: dict[int, bytes],
+def _npu_nodes(rank_class: RankClass, rank: int, cached: dict[int, bytes],
                groups: _Groups) -> bytes:
     """One NPU's nodes: those that do not depend on the NPU as ``cached`` holds them, framed;
     the others ``cached`` holds serialized without their group or ends, which are appended
     here (protobuf concatenates repeated fields)."""
-    rank_class: RankClass = cls.rank_class
+    replicas = rank_class.multiplicity
     parts = []
     for op in rank_class.ops:
         base = cached[op.id]
@@ -192,8 +192,7 @@ def export_npus(timeline: Timeline, directory: Path) -> list[Path]:
         for rank in range(rank_class.first_rank,
                           rank_class.first_rank + rank_class.multiplicity):
             path = directory / f"{PREFIX}.{rank}.et"
-            write_bytes(path, header + _npu_nodes(cls, rank, rank_class.multiplicity, cached,
-                                                  groups))
+            write_bytes(path, header + _npu_nodes(rank_class, rank, cached, groups))
             written.append(path)
     comm_groups = directory / "comm_groups.json"
     write_text(comm_groups, json.dumps(groups.as_json()) + "\n")
