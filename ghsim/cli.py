@@ -595,7 +595,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--chakra-npus", action="store_true",
                      help="with --chakra: one file per NPU as ASTRA-sim reads them "
                      "(DIR/workload.N.et, DIR/comm_groups.json), with each collective's group "
-                     "and each pipeline transfer's peer")
+                     "(tensor-parallel ones as nodes of their own) and each pipeline "
+                     "transfer's peer")
     _add_common(run)
     run.set_defaults(handler=cmd_run)
 

@@ -101,9 +101,11 @@ points): each is a Python process of a few hundred MiB."""
 
 MAX_CHAKRA_NPUS = 8_192
 """Most NPUs ``ghsim run --chakra DIR --chakra-npus`` writes a trace for, one file each: GPT-3
-175B on 256 GH200 (pp 8, vp 6, 384 micro-batches) writes 1.3 MB an NPU, 333 MB in 10 s, so the
-limit is about 11 GB and 6 minutes of such a step. ASTRA-sim simulates every NPU of the files
-it reads; the largest systems it is used on have a few thousand."""
+175B on 256 GH200 (tp 8, pp 8, vp 6, 384 micro-batches, its 46,000 tensor-parallel
+collectives an NPU nodes of their own) writes 8.7 MB an NPU, 2.3 GB in 16 s, so the limit is
+about 70 GB and 9 minutes of such a step; an export that does not fit on its disk is refused
+before it is written. ASTRA-sim simulates every NPU of the files it reads; the largest
+systems it is used on have a few thousand."""
 
 # -- sweeps ------------------------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ each pipeline transfer's peer and tag, each node's dependencies."""
 
 from __future__ import annotations
 
+import errno
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ from ghsim.importers.chakra import (
     write_chakra,
 )
 from ghsim.importers.kineto import GpuEvent, TraceRank
+from ghsim.limits import MAX_CHAKRA_NPUS
+from ghsim.report import chakra as chakra_report
 from ghsim.report.chakra import export_npus
 
 from .chakra_replay import Replay
@@ -114,18 +118,21 @@ def npus(tmp_path_factory: pytest.TempPathFactory) -> Npus:
 
 
 def test_each_npu_s_collectives_name_its_own_groups(npus: Npus) -> None:
-    """Megatron's rank order (tp fastest, then dp, then pp): the data-parallel groups of stage 0
-    are NPUs {0, 2} and {1, 3}, of stage 1 {4, 6} and {5, 7}; the embedding pairs the first
-    stage's NPU with the last stage's at the same place, {0, 4} ... {3, 7}."""
+    """Megatron's rank order (tp fastest, then dp, then pp): the tensor-parallel groups are
+    NPUs {0, 1} ... {6, 7}; the data-parallel groups of stage 0 are {0, 2} and {1, 3}, of stage
+    1 {4, 6} and {5, 7}; the embedding pairs the first stage's NPU with the last stage's at the
+    same place, {0, 4} ... {3, 7}."""
     groups, nodes = npus
     assert sorted(map(tuple, groups.values())) == [
-        (0, 2), (0, 4), (1, 3), (1, 5), (2, 6), (3, 7), (4, 6), (5, 7)]
-    assert sorted(groups, key=int) == [str(i) for i in range(1, 9)]  # 0 means every NPU
+        (0, 1), (0, 2), (0, 4), (1, 3), (1, 5), (2, 3), (2, 6), (3, 7), (4, 5), (4, 6),
+        (5, 7), (6, 7)]
+    assert sorted(groups, key=int) == [str(i) for i in range(1, 13)]  # 0 means every NPU
     for rank, listed in nodes.items():
         named = {tuple(groups[n["attr"]["pg_name"]]) for n in listed
                  if n["type"] == "COMM_COLL_NODE"}
+        tp = (rank - rank % 2, rank - rank % 2 + 1)
         dp = (rank - rank // 2 % 2 * 2, rank - rank // 2 % 2 * 2 + 2)
-        assert named == {dp, (rank % 4, rank % 4 + 4)}, rank
+        assert named == {tp, dp, (rank % 4, rank % 4 + 4)}, rank
 
 
 def test_every_pipeline_send_meets_one_receive_on_its_peer(npus: Npus) -> None:
@@ -153,23 +160,72 @@ def test_every_pipeline_send_meets_one_receive_on_its_peer(npus: Npus) -> None:
 
 
 def test_npu_nodes_keep_their_dependencies_and_simulated_durations(npus: Npus) -> None:
-    """Every dependency is an earlier node of the same file (ASTRA-sim resolves them inside
-    one NPU's trace), and the compute nodes of stage 0 take, in microseconds, what ghsim's
-    simulation gave their ops."""
+    """Every dependency is a node of the same file (ASTRA-sim resolves them inside one NPU's
+    trace); the ops of stage 0 without inline collectives take, in microseconds, what ghsim's
+    simulation gave them and keep their dependencies; a split op's first node takes the op's."""
     _, nodes = npus
     for listed in nodes.values():
         ids = {n["id"] for n in listed}
-        assert all(d in ids and d < n["id"] for n in listed for d in n["data_deps"])
+        assert len(ids) == len(listed)
+        assert all(d in ids and d != n["id"] for n in listed for d in n["data_deps"])
     result = simulate(load_scenario("llama3-8b-gh200", PIPELINED))
     assert result.timeline is not None
     stage0 = result.timeline.classes[0]
-    expected = {s.op: round((s.end - s.start) * 1e6) for s in stage0.spans}
-    computed = [n for n in nodes[0] if n["type"] == "COMP_NODE" and not n["attr"]["is_cpu_op"]]
-    assert computed and all(n["dur_us"] == expected[n["id"]] for n in computed)
     ops = stage0.rank_class.ops
-    assert [n["data_deps"] for n in nodes[0]] == [list(ops[n["id"]].deps) for n in nodes[0]]
-    assert sum(len(n["data_deps"]) for n in nodes[0]) >= len(nodes[0]) - 1
+    whole = [n for n in nodes[0] if n["id"] < len(ops) and n["id"] not in stage0.segments]
+    expected = {s.op: round((s.end - s.start) * 1e6) for s in stage0.spans}
+    computed = [n for n in whole if n["type"] == "COMP_NODE" and not n["attr"]["is_cpu_op"]]
+    assert computed and all(n["dur_us"] == expected[n["id"]] for n in computed)
+    assert [n["data_deps"] for n in whole] == [list(ops[n["id"]].deps) for n in whole]
+    first = {}
+    for node in nodes[0]:
+        first.setdefault(node["name"].split(":")[0], node)
+    assert all(first[ops[i].name]["data_deps"] == list(ops[i].deps) for i in stage0.segments)
     assert [n["id"] for n in nodes[0]] == [n["id"] for n in nodes[3]]  # one class, one DAG
+
+
+SPLIT = ["num_gpus=2", "parallelism.tp=2", "parallelism.sequence_parallel=true",
+         "parallelism.tp_comm_overlap=true", "model.layers=2", "training.global_batch=1"]
+"""llama3-8b-gh200 on one tensor-parallel pair: every layer's all-gathers and reduce-scatters
+run beside their GEMMs (userbuffers)."""
+
+
+def test_inline_collectives_are_nodes_of_their_own_beside_their_gemms(tmp_path: Path) -> None:
+    """A compute op that runs tensor-parallel collectives becomes a chain: its kernels between
+    two collectives as one compute node (their modelled seconds and FLOPs), each collective a
+    node of the pair's group with the op's message size, the GEMM overlapped with it a compute
+    node beside it (same dependencies, and what follows waits for both); the last node keeps
+    the op's id. Nothing is lost: the chain's collectives are the op's, in order, and its
+    FLOPs add up to the op's."""
+    result = simulate(load_scenario("llama3-8b-gh200", SPLIT))
+    assert result.timeline is not None
+    cls = result.timeline.classes[0]
+    written = export_npus(result.timeline, tmp_path)
+    assert json.loads((tmp_path / "comm_groups.json").read_text()) == {"1": [0, 1]}
+    nodes = {int(p.name.split(".")[1]): read_chakra(p)[1] for p in written[:-1]}
+    by_id = {n["id"]: n for n in nodes[0]}
+    assert Replay(nodes, {"1": [0, 1]}).run() > 0
+    assert cls.segments
+    for op_id, body in cls.segments.items():
+        op = cls.rank_class.ops[op_id]
+        chain = [n for n in nodes[0] if n["name"].split(":")[0] == op.name]
+        assert chain[-1]["id"] == op_id and chain[-1]["name"] == op.name
+        comms = [n for n in chain if n["type"] == "COMM_COLL_NODE"]
+        assert [(n["name"], n["attr"]["comm_size"], n["attr"]["pg_name"]) for n in comms] == [
+            (f"{op.name}: {c.name}", int(c.bytes), "1") for c in op.comms()]
+        flops = sum(n["attr"].get("num_ops", 0) for n in chain)
+        assert flops == pytest.approx(sum(k.flops for k in op.kernels()), rel=1e-9)
+        seconds = sum(n["dur_us"] for n in chain if n["type"] == "COMP_NODE")
+        modelled = sum(s.kernel_s + s.overlap_s for s in body) * 1e6
+        assert abs(seconds - modelled) <= len(chain)  # each node rounded to a microsecond
+        for node in comms:
+            after = [n for n in chain if node["id"] in n["data_deps"]]  # the next node(s)
+            assert after and all(n["data_deps"] == after[0]["data_deps"] for n in after)
+            assert len(after[0]["data_deps"]) == 2
+            beside = by_id[sum(after[0]["data_deps"]) - node["id"]]
+            assert beside["name"] == node["name"].replace(": ", ": beside ", 1)
+            assert beside["type"] == "COMP_NODE" and beside["attr"]["num_ops"] > 0
+            assert beside["data_deps"] == node["data_deps"]
 
 
 @pytest.mark.parametrize(("argv", "expect"), [
@@ -182,6 +238,56 @@ def test_an_npu_export_that_cannot_be_written_is_refused_first(
         argv: list[str], expect: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "llama3-8b-gh200", *argv]) == 2
     assert expect in capsys.readouterr().err
+
+
+def test_an_npu_export_too_large_for_the_disk_is_refused_before_writing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Its size is known before the first file is written: with 1 kB free (PIPELINED's eight
+    files take more), exit 2 naming the directory, the size and the space, nothing written."""
+    real = shutil.disk_usage
+    monkeypatch.setattr(chakra_report.shutil, "disk_usage",
+                        lambda path: real(path)._replace(free=1000))
+    out = tmp_path / "et"
+    assert main(["run", "llama3-8b-gh200", *(a for o in PIPELINED for a in ("--set", o)),
+                 "--chakra", str(out), "--chakra-npus"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: cannot write: the export takes up to " in err
+    assert "GB and 0.00 GB are free" in err
+    assert not list(out.iterdir())
+
+
+def test_the_size_checked_bounds_what_an_npu_export_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the space check is asked for is at least what the files take, and not much more."""
+    result = simulate(load_scenario("llama3-8b-gh200", PIPELINED))
+    assert result.timeline is not None
+    asked: list[int] = []
+    monkeypatch.setattr(chakra_report, "_check_space", lambda path, size: asked.append(size))
+    written = export_npus(result.timeline, tmp_path)
+    files = sum(p.stat().st_size for p in written if p.suffix == ".et")
+    assert files <= asked[0] <= 1.1 * files
+
+
+def test_an_npu_export_that_fails_midway_leaves_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk that fills at the third NPU: the two files written are removed again and the
+    error goes on (the command line makes it exit 2)."""
+    result = simulate(load_scenario("llama3-8b-gh200", PIPELINED))
+    assert result.timeline is not None
+    calls: list[Path] = []
+    real = chakra_report.write_bytes
+
+    def filling(path: Path, data: bytes) -> None:
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(chakra_report, "write_bytes", filling)
+    with pytest.raises(OSError, match="No space"):
+        export_npus(result.timeline, tmp_path)
+    assert len(calls) == 3 and not list(tmp_path.iterdir())
 
 
 def test_an_imported_workload_is_not_written_per_npu(
@@ -210,6 +316,15 @@ def test_appended_attributes_encode_as_protobuf_does(name: str, value: int | str
     base = _node(5, "recv", "COMM_RECV_NODE", 3, comm_size=64)
     joined = Node.FromString(base.SerializeToString() + attribute_bytes(name, value))
     assert [a.name for a in joined.attr] == ["comm_size", name]
+
+
+def test_what_an_npu_appends_fits_the_space_check_s_allowance() -> None:
+    """The largest ends (the last NPU the limit allows) and the longest group id, with one more
+    byte of length prefix, are within what the space check allows a node."""
+    last = MAX_CHAKRA_NPUS - 1
+    ends = attribute_bytes("comm_src", last) + attribute_bytes("comm_dst", last)
+    assert len(ends) + 1 == chakra_report.NPU_EXTRA_BYTES
+    assert len(attribute_bytes("pg_name", "9" * 8)) + 1 <= chakra_report.NPU_EXTRA_BYTES
 
 
 @pytest.mark.parametrize("scenario, overrides", [

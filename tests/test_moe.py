@@ -694,7 +694,7 @@ def test_a_kernel_that_needs_a_size_from_the_gpu_cuts_the_body_too() -> None:
     body = (k, waits, k)
     assert KernelIssue(kernel_s=10e-6).parts(body) == ((k,), (waits, k))
     assert segments(body, lambda kernel: 1.0, overlap=False) == (
-        Segment(1.0), Segment(0.0, syncs=3), Segment(2.0))
+        Segment(1.0, flops=1.0), Segment(0.0, syncs=3), Segment(2.0, flops=1.0))
 
 
 def test_each_further_wait_in_a_row_holds_the_gpu_one_more_framework_call_by_hand(

@@ -37,6 +37,11 @@ class Segment:
     comm: Comm | None = None
     overlap_s: float = 0.0
     syncs: int = 0
+    flops: float = 0.0
+    """The FLOPs of the kernels run for ``kernel_s`` (what an export of the step gives each
+    part of the op)."""
+    overlap_flops: float = 0.0
+    """The FLOPs of the GEMM beside the collective."""
 
 
 def _pairs(body: tuple[Step, ...], tp_group: str, ep: bool = False) -> dict[int, int]:
@@ -97,23 +102,25 @@ def segments(body: tuple[Step, ...], kernel_s: Callable[[Kernel], float],
     pairs = _pairs(body, "tp" if overlap else "", ep_overlap)
     paired = set(pairs.values())
     result: list[Segment] = []
-    pending = 0.0
+    pending = flops = 0.0
     for index, step in enumerate(body):
         if isinstance(step, Kernel):
             if step.host_syncs and index:  # the kernels before it run first
                 if pending:
-                    result.append(Segment(pending))
-                    pending = 0.0
+                    result.append(Segment(pending, flops=flops))
+                    pending = flops = 0.0
                 result.append(Segment(0.0, syncs=step.host_syncs))
             if index not in paired:
                 pending += kernel_s(step)
+                flops += step.flops
             continue
-        partner = pairs.get(index)
-        beside = kernel_s(body[partner]) if partner is not None else 0.0  # type: ignore[arg-type]
-        result.append(Segment(pending, step, beside))
-        pending = 0.0
+        partner = body[pairs[index]] if index in pairs else None
+        assert partner is None or isinstance(partner, Kernel)
+        result.append(Segment(pending, step, kernel_s(partner) if partner else 0.0,
+                              flops=flops, overlap_flops=partner.flops if partner else 0.0))
+        pending = flops = 0.0
     if pending or not result:
-        result.append(Segment(pending))
+        result.append(Segment(pending, flops=flops))
     return tuple(result)
 
 

@@ -55,6 +55,9 @@ class ClassTimeline:
     """Per op of an imported trace: time its stream sat idle until the CPU launched it."""
     comm_spans: list[tuple[str, float, float]] = field(default_factory=list)
     """Tensor- and context-parallel collectives inside compute ops: (group, start, end)."""
+    segments: dict[int, tuple[Segment, ...]] = field(default_factory=dict)
+    """Per compute op that runs inline collectives: its body as it ran, kernels and
+    collectives in order (what the per-NPU Chakra export splits the op into)."""
 
     @property
     def end_s(self) -> float:
@@ -476,6 +479,8 @@ class Simulator:
                     parts["cpu"] = wait
                     yield self.env.timeout(wait)
             timeline.compute_parts[op.id] = parts
+            if alone is None and any(segment.comm for segment in body):
+                timeline.segments[op.id] = body
             start = self.env.now
             if alone is None and not later:
                 alone = self._alone_body(body, rank_class)

@@ -13,6 +13,7 @@ class, or one per NPU as ASTRA-sim reads them).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -239,7 +240,14 @@ def attribute_bytes(name: str, value: int | str) -> bytes:
 
 def framed_payload(payload: bytes) -> bytes:
     """A serialized message as a file holds it: its length as a varint, then its bytes."""
-    return bytes(_VarintBytes(len(payload))) + payload
+    return length_prefix(len(payload)) + payload
+
+
+@functools.lru_cache(maxsize=4096)
+def length_prefix(length: int) -> bytes:
+    """What precedes a message of ``length`` bytes in a file: the length as a varint (kept,
+    since exports frame millions of nodes of a few hundred lengths)."""
+    return bytes(_VarintBytes(length))
 
 
 def _write(handle: Any, message: Any) -> None:

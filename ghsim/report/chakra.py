@@ -15,15 +15,23 @@ Two layouts:
   shares (``comm_src``, ``comm_dst``, ``comm_tag``, as ``Workload::issue_send_comm`` and
   ``issue_recv_comm`` read them). Host work and copies are CPU nodes replayed at their
   simulated durations (ASTRA-sim runs one at a time beside the GPU's compute and
-  communication).
+  communication). A compute op that runs inline collectives (tensor-, context- and
+  expert-parallel) is split into a chain of compute and collective nodes (:func:`_split`), so
+  ASTRA-sim's network simulates those collectives too; its compute nodes carry the kernels'
+  modelled seconds, and only the chain's first node the op's simulated start.
 """
 
 from __future__ import annotations
 
+import errno
+import itertools
 import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ghsim.engine.body import Segment
 from ghsim.engine.simulator import ClassTimeline, Timeline
 from ghsim.importers.chakra import (
     COLLECTIVES,
@@ -33,7 +41,7 @@ from ghsim.importers.chakra import (
     attribute_bytes,
     chakra_collective,
     framed,
-    framed_payload,
+    length_prefix,
     write_chakra,
 )
 from ghsim.importers.kineto import GpuEvent, TraceRank
@@ -138,45 +146,130 @@ def _node(op: Op, cls: ClassTimeline) -> Any:
     return node
 
 
-def _npu_nodes(rank_class: RankClass, rank: int, cached: dict[int, bytes],
-               groups: _Groups) -> bytes:
-    """One NPU's nodes: those that do not depend on the NPU as ``cached`` holds them, framed;
-    the others ``cached`` holds serialized without their group or ends, which are appended
-    here (protobuf concatenates repeated fields)."""
-    replicas = rank_class.multiplicity
+Transfer = tuple[str, int]
+"""A pipeline transfer's kind (send or recv) and the stage of its peer."""
+
+
+def _compute(node_id: int, name: str, seconds: float, flops: float,
+             deps: tuple[int, ...]) -> Any:
+    """A GPU compute node of ``seconds`` and ``flops`` after ``deps``."""
+    node = Node(id=node_id, name=name, type=NODE_TYPES.index("COMP_NODE"),
+                duration_micros=round(seconds * 1e6))
+    node.data_deps.extend(deps)
+    if flops:
+        node.attr.add(name="num_ops", int64_val=int(flops))
+    node.attr.add(name="is_cpu_op", bool_val=False)
+    return node
+
+
+def _split(op: Op, body: tuple[Segment, ...], start_s: float,
+           ids: Iterator[int]) -> list[tuple[Any, str | Transfer | None]]:
+    """A compute op that runs inline collectives as a chain of nodes, each with the group kind
+    whose members a collective names (None for compute): its kernels between two collectives
+    as one compute node of their modelled seconds and FLOPs, each collective as a collective
+    node for ASTRA-sim's network to simulate, a GEMM that runs beside a collective as a compute
+    node beside it. The last node, the kernels after the last collective (taking no time
+    where there are none), keeps the op's id, so what depends on the op waits for all of it."""
+    nodes: list[tuple[Any, str | Transfer | None]] = []
+    after = op.deps
+    seconds = flops = 0.0
+    for segment in body:
+        seconds, flops = seconds + segment.kernel_s, flops + segment.flops
+        comm = segment.comm
+        if comm is None:
+            continue
+        if seconds:
+            kernels = _compute(next(ids), f"{op.name}: kernels", seconds, flops, after)
+            nodes.append((kernels, None))
+            after, seconds, flops = (kernels.id,), 0.0, 0.0
+        collective = Node(id=next(ids), name=f"{op.name}: {comm.name}",
+                          type=NODE_TYPES.index("COMM_COLL_NODE"))
+        collective.data_deps.extend(after)
+        collective.attr.add(name="comm_type", int64_val=COLLECTIVES.index(
+            chakra_collective(comm.collective)))
+        collective.attr.add(name="comm_size", int64_val=int(comm.bytes))
+        collective.attr.add(name="is_cpu_op", bool_val=False)
+        nodes.append((collective, comm.group))
+        ends: tuple[int, ...] = (collective.id,)
+        if segment.overlap_s:
+            beside = _compute(next(ids), f"{op.name}: beside {comm.name}", segment.overlap_s,
+                              segment.overlap_flops, after)
+            nodes.append((beside, None))
+            ends = (collective.id, beside.id)
+        after = ends
+    nodes.append((_compute(op.id, op.name, seconds, flops, after), None))
+    nodes[0][0].start_time_micros = round(start_s * 1e6)
+    return nodes
+
+
+Template = list[bytes | tuple[bytes, str | Transfer]]
+"""A class's nodes as its NPUs share them: framed bytes where no NPU changes them (runs of
+such nodes joined); a collective's or transfer's node serialized without what depends on the
+NPU, with the kind of the class's group it names or the transfer it is."""
+
+
+def _npu_nodes(rank_class: RankClass, rank: int, template: Template, groups: _Groups) -> bytes:
+    """One NPU's nodes: ``template`` with its group ids and transfer ends appended
+    (protobuf concatenates repeated fields), each worked out once per NPU."""
+    extras: dict[str | Transfer, bytes] = {}
     parts = []
-    for op in rank_class.ops:
-        base = cached[op.id]
-        if op.kind == "collective":
-            group = rank_class.groups[op.attrs["group"]]
-            parts.append(framed_payload(base + attribute_bytes(
-                "pg_name", str(groups.id(members(group, rank))))))
-        elif op.kind in ("send", "recv"):  # the same local position on the peer stage
-            peer = rank + (op.attrs["peer_stage"] - rank_class.stage) * replicas
-            src, dst = (rank, peer) if op.kind == "send" else (peer, rank)
-            parts.append(framed_payload(base + attribute_bytes("comm_src", src)
-                                        + attribute_bytes("comm_dst", dst)))
-        else:
-            parts.append(base)
+    for item in template:
+        if isinstance(item, bytes):
+            parts.append(item)
+            continue
+        payload, key = item
+        extra = extras.get(key)
+        if extra is None:
+            if isinstance(key, tuple):  # the same local position on the peer stage
+                kind, stage = key
+                peer = rank + (stage - rank_class.stage) * rank_class.multiplicity
+                src, dst = (rank, peer) if kind == "send" else (peer, rank)
+                extra = attribute_bytes("comm_src", src) + attribute_bytes("comm_dst", dst)
+            else:
+                members_of = members(rank_class.groups[key], rank)
+                extra = attribute_bytes("pg_name", str(groups.id(members_of)))
+            extras[key] = extra
+        parts += (length_prefix(len(payload) + len(extra)), payload, extra)
     return b"".join(parts)
 
 
-def _cached(cls: ClassTimeline, virtual_stages: int) -> dict[int, bytes]:
-    """Each op of a class as its NPUs share it: framed where no NPU changes it; serialized,
-    unframed, for the collectives and transfers, a transfer with its tag."""
-    cached = {}
-    for op in cls.rank_class.ops:
-        node = _node(op, cls)
-        if op.kind in ("send", "recv"):
-            node.attr.add(name="comm_tag", int64_val=tag_of(op.attrs["tag"], virtual_stages))
-        payload = node.SerializeToString()
-        shared = op.kind not in ("collective", "send", "recv")
-        cached[op.id] = framed_payload(payload) if shared else payload
-    return cached
+def _template(cls: ClassTimeline, virtual_stages: int) -> Template:
+    """A class's ops as its NPUs share them, one node each or, for a compute op that runs
+    inline collectives, the chain :func:`_split` makes of it."""
+    ops = cls.rank_class.ops
+    ids = itertools.count(max((op.id for op in ops), default=-1) + 1)
+    template: Template = []
+    shared: list[bytes] = []
+    for op in ops:
+        if op.id in cls.segments:
+            nodes = _split(op, cls.segments[op.id], cls.start_of.get(op.id, 0.0), ids)
+        else:
+            node = _node(op, cls)
+            key: str | Transfer | None = None
+            if op.kind in ("send", "recv"):
+                node.attr.add(name="comm_tag",
+                              int64_val=tag_of(op.attrs["tag"], virtual_stages))
+                key = (op.kind, op.attrs["peer_stage"])
+            elif op.kind == "collective":
+                key = op.attrs["group"]
+            nodes = [(node, key)]
+        for node, key in nodes:
+            if key is None:
+                shared.append(framed(node))
+                continue
+            if shared:
+                template.append(b"".join(shared))
+                shared = []
+            template.append((node.SerializeToString(), key))
+    if shared:
+        template.append(b"".join(shared))
+    return template
 
 
 def export_npus(timeline: Timeline, directory: Path) -> list[Path]:
-    """``workload.N.et`` for every NPU of a lowered step, and ``comm_groups.json``."""
+    """``workload.N.et`` for every NPU of a lowered step, and ``comm_groups.json``: all of
+    them, or (an :class:`OSError`) none, the files already written removed again; refused
+    before the first is written where the export would not fit on the disk."""
     directory.mkdir(parents=True, exist_ok=True)
     tags = [op.attrs["tag"][2] for cls in timeline.classes for op in cls.rank_class.ops
             if op.kind in ("send", "recv")]
@@ -184,16 +277,42 @@ def export_npus(timeline: Timeline, directory: Path) -> list[Path]:
     metadata = GlobalMetadata(version="0.0.4")
     metadata.attr.add(name="schema", string_val="ghsim")
     header = framed(metadata)
+    templates = [(cls.rank_class, _template(cls, virtual_stages)) for cls in timeline.classes]
+    _check_space(directory, sum(rank_class.multiplicity * (len(header) + _size(template))
+                                for rank_class, template in templates))
     groups = _Groups()
-    written = []
-    for cls in timeline.classes:
-        rank_class = cls.rank_class
-        cached = _cached(cls, virtual_stages)
-        for rank in range(rank_class.first_rank,
-                          rank_class.first_rank + rank_class.multiplicity):
-            path = directory / f"{PREFIX}.{rank}.et"
-            write_bytes(path, header + _npu_nodes(rank_class, rank, cached, groups))
-            written.append(path)
-    comm_groups = directory / "comm_groups.json"
-    write_text(comm_groups, json.dumps(groups.as_json()) + "\n")
+    written: list[Path] = []
+    try:
+        for rank_class, template in templates:
+            for rank in range(rank_class.first_rank,
+                              rank_class.first_rank + rank_class.multiplicity):
+                path = directory / f"{PREFIX}.{rank}.et"
+                write_bytes(path, header + _npu_nodes(rank_class, rank, template, groups))
+                written.append(path)
+        comm_groups = directory / "comm_groups.json"
+        write_text(comm_groups, json.dumps(groups.as_json()) + "\n")
+    except OSError:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
     return [*written, comm_groups]
+
+
+NPU_EXTRA_BYTES = 31
+"""The most an NPU adds to a node of its template: a group id (``pg_name``, 22 bytes with
+eight digits) or both ends of a transfer (30 bytes for NPUs below 2^14, and
+``ghsim.limits.MAX_CHAKRA_NPUS`` is 8,192), and one more byte of length prefix."""
+
+
+def _size(template: Template) -> int:
+    """At most the bytes one NPU's file takes beyond its header."""
+    return sum(len(item) if isinstance(item, bytes) else len(item[0]) + NPU_EXTRA_BYTES
+               for item in template)
+
+
+def _check_space(directory: Path, needed: int) -> None:
+    """An :class:`OSError` (no space) if ``needed`` bytes do not fit where ``directory`` is."""
+    free = shutil.disk_usage(directory).free
+    if needed > free:
+        raise OSError(errno.ENOSPC, f"the export takes up to {needed / 1e9:,.2f} GB and "
+                      f"{free / 1e9:,.2f} GB are free")
