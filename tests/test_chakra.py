@@ -193,10 +193,10 @@ run beside their GEMMs (userbuffers)."""
 def test_inline_collectives_are_nodes_of_their_own_beside_their_gemms(tmp_path: Path) -> None:
     """A compute op that runs tensor-parallel collectives becomes a chain: its kernels between
     two collectives as one compute node (their modelled seconds and FLOPs), each collective a
-    node of the pair's group with the op's message size, the GEMM overlapped with it a compute
-    node beside it (same dependencies, and what follows waits for both); the last node keeps
-    the op's id. Nothing is lost: the chain's collectives are the op's, in order, and its
-    FLOPs add up to the op's."""
+    node of the pair's group with the op's message size, starting and lasting as it did in
+    the simulation, the GEMM overlapped with it a compute node beside it (same dependencies,
+    and what follows waits for both); the last node keeps the op's id. Nothing is lost: the
+    chain's collectives are the op's, in order, and its FLOPs add up to the op's."""
     result = simulate(load_scenario("llama3-8b-gh200", SPLIT))
     assert result.timeline is not None
     cls = result.timeline.classes[0]
@@ -213,6 +213,10 @@ def test_inline_collectives_are_nodes_of_their_own_beside_their_gemms(tmp_path: 
         comms = [n for n in chain if n["type"] == "COMM_COLL_NODE"]
         assert [(n["name"], n["attr"]["comm_size"], n["attr"]["pg_name"]) for n in comms] == [
             (f"{op.name}: {c.name}", int(c.bytes), "1") for c in op.comms()]
+        ran = [(start, end) for i, _, start, end in cls.comm_spans if i == op_id]
+        assert [(n["start_us"], n["dur_us"]) for n in comms] == [
+            (round(start * 1e6), round((end - start) * 1e6)) for start, end in ran]
+        assert all(n["dur_us"] > 0 for n in comms)
         flops = sum(n["attr"].get("num_ops", 0) for n in chain)
         assert flops == pytest.approx(sum(k.flops for k in op.kernels()), rel=1e-9)
         seconds = sum(n["dur_us"] for n in chain if n["type"] == "COMP_NODE")

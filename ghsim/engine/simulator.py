@@ -53,8 +53,9 @@ class ClassTimeline:
     """Per recv op: how long the matching send's transfer took."""
     launch_wait_s: dict[int, float] = field(default_factory=dict)
     """Per op of an imported trace: time its stream sat idle until the CPU launched it."""
-    comm_spans: list[tuple[str, float, float]] = field(default_factory=list)
-    """Tensor- and context-parallel collectives inside compute ops: (group, start, end)."""
+    comm_spans: list[tuple[int, str, float, float]] = field(default_factory=list)
+    """Tensor-, context- and expert-parallel collectives inside compute ops, as they ran: (op
+    id, group, start, end), an op's in the order of its body."""
     segments: dict[int, tuple[Segment, ...]] = field(default_factory=dict)
     """Per compute op that runs inline collectives: its body as it ran, kernels and
     collectives in order (what the per-NPU Chakra export splits the op into)."""
@@ -313,7 +314,7 @@ class Simulator:
             ahead += segment.kernel_s + seconds
         return _AloneBody(body, ahead, tuple(comms))
 
-    def _book_alone(self, timeline: ClassTimeline, parts: dict[str, float],
+    def _book_alone(self, timeline: ClassTimeline, op_id: int, parts: dict[str, float],
                     alone: _AloneBody) -> None:
         """Book a worked-out body's collectives from now on; the caller then waits
         ``alone.total_s``, the time :meth:`_segments` would have taken."""
@@ -322,9 +323,9 @@ class Simulator:
             start = now + ahead + kernel_s
             booking.book(start + latency)
             parts[group] = parts.get(group, 0.0) + seconds
-            timeline.comm_spans.append((group, start, start + seconds))
+            timeline.comm_spans.append((op_id, group, start, start + seconds))
 
-    def _segments(self, timeline: ClassTimeline, parts: dict[str, float],
+    def _segments(self, timeline: ClassTimeline, op_id: int, parts: dict[str, float],
                   body: tuple[Segment, ...], later: tuple[_Issue, ...] = ()
                   ) -> Generator[simpy.Event, Any, None]:
         """Run a compute op's segments; each inline collective's exposed seconds go to its
@@ -353,7 +354,7 @@ class Simulator:
                     flows, rank_class.name, step.group, start + plan.latency_s)
                 ahead += segment.kernel_s + seconds
                 parts[step.group] = parts.get(step.group, 0.0) + seconds
-                timeline.comm_spans.append((step.group, start, start + seconds))
+                timeline.comm_spans.append((op_id, step.group, start, start + seconds))
                 continue
             if ahead:
                 yield self.env.timeout(ahead)
@@ -369,7 +370,7 @@ class Simulator:
                 yield self.env.timeout(segment.kernel_s + plan.latency_s)
                 yield from self._flows(plan, wire, rank_class.name, step.group, latency=False)
                 parts[step.group] = parts.get(step.group, 0.0) + self.env.now - start
-                timeline.comm_spans.append((step.group, start, self.env.now))
+                timeline.comm_spans.append((op_id, step.group, start, self.env.now))
                 continue
             if segment.kernel_s:
                 yield self.env.timeout(segment.kernel_s)
@@ -384,7 +385,7 @@ class Simulator:
             yield self.env.timeout(max(0.0, start + total - self.env.now))
             exposed = self.env.now - start - segment.overlap_s
             parts[step.group] = parts.get(step.group, 0.0) + exposed
-            timeline.comm_spans.append((step.group, start, self.env.now))
+            timeline.comm_spans.append((op_id, step.group, start, self.env.now))
         if ahead:
             yield self.env.timeout(ahead)
 
@@ -485,9 +486,9 @@ class Simulator:
             if alone is None and not later:
                 alone = self._alone_body(body, rank_class)
             if alone is None:
-                yield from self._segments(timeline, parts, body, tuple(later))
+                yield from self._segments(timeline, op.id, parts, body, tuple(later))
             else:
-                self._book_alone(timeline, parts, alone)
+                self._book_alone(timeline, op.id, parts, alone)
                 if alone.total_s:
                     yield self.env.timeout(alone.total_s)
             covered = self.comm.overlap_s(owner, start, self.env.now) \

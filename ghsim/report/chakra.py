@@ -162,17 +162,20 @@ def _compute(node_id: int, name: str, seconds: float, flops: float,
     return node
 
 
-def _split(op: Op, body: tuple[Segment, ...], start_s: float,
+def _split(op: Op, body: tuple[Segment, ...], start_s: float, spans: list[tuple[float, float]],
            ids: Iterator[int]) -> list[tuple[Any, str | Transfer | None]]:
     """A compute op that runs inline collectives as a chain of nodes, each with the group kind
     whose members a collective names (None for compute): its kernels between two collectives
     as one compute node of their modelled seconds and FLOPs, each collective as a collective
     node for ASTRA-sim's network to simulate, a GEMM that runs beside a collective as a compute
     node beside it. The last node, the kernels after the last collective (taking no time
-    where there are none), keeps the op's id, so what depends on the op waits for all of it."""
+    where there are none), keeps the op's id, so what depends on the op waits for all of it.
+    A collective node starts and lasts as the op's collective did in the simulation
+    (``spans``: each one's start and end, in order)."""
     nodes: list[tuple[Any, str | Transfer | None]] = []
     after = op.deps
     seconds = flops = 0.0
+    ran = iter(spans)
     for segment in body:
         seconds, flops = seconds + segment.kernel_s, flops + segment.flops
         comm = segment.comm
@@ -182,8 +185,11 @@ def _split(op: Op, body: tuple[Segment, ...], start_s: float,
             kernels = _compute(next(ids), f"{op.name}: kernels", seconds, flops, after)
             nodes.append((kernels, None))
             after, seconds, flops = (kernels.id,), 0.0, 0.0
+        start, end = next(ran, (0.0, 0.0))
         collective = Node(id=next(ids), name=f"{op.name}: {comm.name}",
-                          type=NODE_TYPES.index("COMM_COLL_NODE"))
+                          type=NODE_TYPES.index("COMM_COLL_NODE"),
+                          start_time_micros=round(start * 1e6),
+                          duration_micros=round((end - start) * 1e6))
         collective.data_deps.extend(after)
         collective.attr.add(name="comm_type", int64_val=COLLECTIVES.index(
             chakra_collective(comm.collective)))
@@ -238,11 +244,15 @@ def _template(cls: ClassTimeline, virtual_stages: int) -> Template:
     inline collectives, the chain :func:`_split` makes of it."""
     ops = cls.rank_class.ops
     ids = itertools.count(max((op.id for op in ops), default=-1) + 1)
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for op_id, _, start, end in cls.comm_spans:
+        spans.setdefault(op_id, []).append((start, end))
     template: Template = []
     shared: list[bytes] = []
     for op in ops:
         if op.id in cls.segments:
-            nodes = _split(op, cls.segments[op.id], cls.start_of.get(op.id, 0.0), ids)
+            nodes = _split(op, cls.segments[op.id], cls.start_of.get(op.id, 0.0),
+                           spans.get(op.id, []), ids)
         else:
             node = _node(op, cls)
             key: str | Transfer | None = None

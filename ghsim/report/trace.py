@@ -22,9 +22,10 @@ def _comm_track(cls: ClassTimeline, pid: int, tid: int) -> list[dict[str, Any]]:
         return []
     events: list[dict[str, Any]] = [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                                      "args": {"name": "tp/cp collectives (on compute)"}}]
-    for group, start, end in cls.comm_spans:
+    for op_id, group, start, end in cls.comm_spans:
         events.append({"ph": "X", "name": f"{group} collective", "cat": group, "pid": pid,
-                       "tid": tid, "ts": start * 1e6, "dur": (end - start) * 1e6})
+                       "tid": tid, "ts": start * 1e6, "dur": (end - start) * 1e6,
+                       "args": {"op": cls.rank_class.ops[op_id].name}})
     return events
 
 
