@@ -366,8 +366,10 @@ export through; the test is skipped without one."""
 def test_astra_sim_runs_the_npu_export_to_the_end(tmp_path: Path) -> None:
     """ASTRA-sim itself reads PIPELINED's eight files and its groups and every NPU finishes,
     on a network of two quad nodes (NVLink between the four GPUs of one, a switch between
-    the two). Checked with astra-sim@518bd51 (2026-12-07): 0.48 s a step against ghsim's 0.63
-    on gh200-quad (ASTRA-sim's collectives, its one communication at a time per NPU)."""
+    the two; two dimensions, each with its own collective implementation, which keeps
+    ASTRA-sim from freeing a shared one at exit: README). Checked with astra-sim@518bd51
+    (2026-12-07): 0.48 s a step against ghsim's 0.63 on gh200-quad (ASTRA-sim's collectives,
+    its one communication at a time per NPU)."""
     out = tmp_path / "et"
     assert main(["run", "llama3-8b-gh200", *(a for o in PIPELINED for a in ("--set", o)),
                  "--chakra", str(out), "--chakra-npus", "--json"]) == 0
