@@ -391,7 +391,8 @@ def test_astra_sim_runs_the_npu_export_to_the_end(tmp_path: Path) -> None:
          f"--comm-group-configuration={out}/comm_groups.json",
          f"--system-configuration={system}", f"--remote-memory-configuration={memory}",
          f"--network-configuration={network}"],
-        capture_output=True, text=True, timeout=600, check=False)
+        capture_output=True, text=True, timeout=600, check=False,
+        cwd=tmp_path)  # it writes log/ where it runs
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     finished = [line for line in ran.stdout.splitlines() if "] finished, " in line]
     assert sorted(int(line.split("sys[")[1].split("]")[0]) for line in finished) == list(
