@@ -1624,7 +1624,8 @@ SABOTAGES: tuple[Sabotage, ...] = (
     Sabotage("npu-dependencies-dropped", "ghsim/report/chakra.py",
              "    node.data_deps.extend(op.deps)\n",
              "\n",
-             "an NPU's nodes lose their dependencies (ASTRA-sim would run them all at once)",
+             "a pipeline transfer's node loses its dependencies (ASTRA-sim would issue it "
+             "at once)",
              ("tests/test_chakra.py",)),
     Sabotage("npu-attribute-varint-tag", "ghsim/importers/chakra.py",
              '        body += b"\\x48" + bytes(_VarintBytes(value))',

@@ -227,15 +227,15 @@ def attribute_bytes(name: str, value: int | str) -> bytes:
     ``int64_val`` (field 9, a varint) or a ``string_val`` (field 29). A hundred times faster
     than building the message, for exports that write millions of nodes."""
     key = name.encode()
-    body = b"\x0a" + bytes(_VarintBytes(len(key))) + key
+    body = b"\x0a" + length_prefix(len(key)) + key
     if isinstance(value, str):
         text = value.encode()
-        body += b"\xea\x01" + bytes(_VarintBytes(len(text))) + text
+        body += b"\xea\x01" + length_prefix(len(text)) + text
     else:
         if value < 0:
             raise ValueError(f"attribute {name}: expected a value >= 0, got {value}")
         body += b"\x48" + bytes(_VarintBytes(value))
-    return b"\x52" + bytes(_VarintBytes(len(body))) + body
+    return b"\x52" + length_prefix(len(body)) + body
 
 
 def framed_payload(payload: bytes) -> bytes:

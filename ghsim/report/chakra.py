@@ -125,39 +125,47 @@ class _Groups:
 def _node(op: Op, cls: ClassTimeline) -> Any:
     """``op`` as a node, without what depends on the NPU (groups and peers)."""
     start, end = cls.start_of.get(op.id, 0.0), cls.end_of.get(op.id, 0.0)
-    node = Node(id=op.id, name=op.name, duration_micros=round((end - start) * 1e6),
-                start_time_micros=round(start * 1e6))
-    node.data_deps.extend(op.deps)
     if op.kind == "collective":
-        node.type = NODE_TYPES.index("COMM_COLL_NODE")
-        node.attr.add(name="comm_type", int64_val=COLLECTIVES.index(
-            chakra_collective(op.attrs["collective"])))
+        return _collective(op.id, op.name, op.attrs["collective"], op.bytes, op.deps, start,
+                           end - start)
+    if op.kind in ("send", "recv"):
+        node = Node(id=op.id, name=op.name, duration_micros=round((end - start) * 1e6),
+                    start_time_micros=round(start * 1e6),
+                    type=NODE_TYPES.index("COMM_SEND_NODE" if op.kind == "send"
+                                          else "COMM_RECV_NODE"))
+        node.data_deps.extend(op.deps)
         node.attr.add(name="comm_size", int64_val=int(op.bytes))
-    elif op.kind in ("send", "recv"):
-        node.type = NODE_TYPES.index("COMM_SEND_NODE" if op.kind == "send"
-                                     else "COMM_RECV_NODE")
-        node.attr.add(name="comm_size", int64_val=int(op.bytes))
-    else:  # GPU kernels; host work and copies beside them on the CPU
-        node.type = NODE_TYPES.index("COMP_NODE")
-        if flops := _flops(op):
-            node.attr.add(name="num_ops", int64_val=int(flops))
-    node.attr.add(name="is_cpu_op", bool_val=op.kind not in ("compute", "collective", "send",
-                                                            "recv"))
-    return node
+        node.attr.add(name="is_cpu_op", bool_val=False)
+        return node
+    # GPU kernels; host work and copies beside them on the CPU
+    return _compute(op.id, op.name, end - start, _flops(op), op.deps, start,
+                    cpu=op.kind != "compute")
 
 
 Transfer = tuple[str, int]
 """A pipeline transfer's kind (send or recv) and the stage of its peer."""
 
 
-def _compute(node_id: int, name: str, seconds: float, flops: float,
-             deps: tuple[int, ...]) -> Any:
-    """A GPU compute node of ``seconds`` and ``flops`` after ``deps``."""
+def _compute(node_id: int, name: str, seconds: float, flops: float, deps: tuple[int, ...],
+             start_s: float = 0.0, cpu: bool = False) -> Any:
+    """A compute node of ``seconds`` and ``flops`` after ``deps`` (on the CPU: ``cpu``)."""
     node = Node(id=node_id, name=name, type=NODE_TYPES.index("COMP_NODE"),
-                duration_micros=round(seconds * 1e6))
+                duration_micros=round(seconds * 1e6), start_time_micros=round(start_s * 1e6))
     node.data_deps.extend(deps)
     if flops:
         node.attr.add(name="num_ops", int64_val=int(flops))
+    node.attr.add(name="is_cpu_op", bool_val=cpu)
+    return node
+
+
+def _collective(node_id: int, name: str, collective: str, size: float, deps: tuple[int, ...],
+                start_s: float, seconds: float) -> Any:
+    """A collective node of ``size`` bytes after ``deps`` (its group is appended per NPU)."""
+    node = Node(id=node_id, name=name, type=NODE_TYPES.index("COMM_COLL_NODE"),
+                duration_micros=round(seconds * 1e6), start_time_micros=round(start_s * 1e6))
+    node.data_deps.extend(deps)
+    node.attr.add(name="comm_type", int64_val=COLLECTIVES.index(chakra_collective(collective)))
+    node.attr.add(name="comm_size", int64_val=int(size))
     node.attr.add(name="is_cpu_op", bool_val=False)
     return node
 
@@ -171,7 +179,8 @@ def _split(op: Op, body: tuple[Segment, ...], start_s: float, spans: list[tuple[
     node beside it. The last node, the kernels after the last collective (taking no time
     where there are none), keeps the op's id, so what depends on the op waits for all of it.
     A collective node starts and lasts as the op's collective did in the simulation
-    (``spans``: each one's start and end, in order)."""
+    (``spans``: each one's start and end, in order); the kernels before the first start when
+    the op did (``start_s``)."""
     nodes: list[tuple[Any, str | Transfer | None]] = []
     after = op.deps
     seconds = flops = 0.0
@@ -182,19 +191,13 @@ def _split(op: Op, body: tuple[Segment, ...], start_s: float, spans: list[tuple[
         if comm is None:
             continue
         if seconds:
-            kernels = _compute(next(ids), f"{op.name}: kernels", seconds, flops, after)
+            kernels = _compute(next(ids), f"{op.name}: kernels", seconds, flops, after,
+                               start_s if not nodes else 0.0)
             nodes.append((kernels, None))
             after, seconds, flops = (kernels.id,), 0.0, 0.0
         start, end = next(ran, (0.0, 0.0))
-        collective = Node(id=next(ids), name=f"{op.name}: {comm.name}",
-                          type=NODE_TYPES.index("COMM_COLL_NODE"),
-                          start_time_micros=round(start * 1e6),
-                          duration_micros=round((end - start) * 1e6))
-        collective.data_deps.extend(after)
-        collective.attr.add(name="comm_type", int64_val=COLLECTIVES.index(
-            chakra_collective(comm.collective)))
-        collective.attr.add(name="comm_size", int64_val=int(comm.bytes))
-        collective.attr.add(name="is_cpu_op", bool_val=False)
+        collective = _collective(next(ids), f"{op.name}: {comm.name}", comm.collective,
+                                 comm.bytes, after, start, end - start)
         nodes.append((collective, comm.group))
         ends: tuple[int, ...] = (collective.id,)
         if segment.overlap_s:
@@ -204,7 +207,6 @@ def _split(op: Op, body: tuple[Segment, ...], start_s: float, spans: list[tuple[
             ends = (collective.id, beside.id)
         after = ends
     nodes.append((_compute(op.id, op.name, seconds, flops, after), None))
-    nodes[0][0].start_time_micros = round(start_s * 1e6)
     return nodes
 
 
