@@ -412,9 +412,11 @@ def test_eager_ops_move_the_bytes_counted_by_hand() -> None:
         assert eager[name].bytes == elements * forward, name
         assert eager_bwd[f"{name}.bwd"].bytes == pytest.approx(elements * backward), name
         assert (eager[name].kernels, eager_bwd[f"{name}.bwd"].kernels) == kernels, name
-        # Hugging Face's SiLU and product run on two projections' contiguous outputs, its
-        # norms and RoPE on broadcasts and strided views (PyTorch's slower kernels)
-        assert eager[name].klass == ("pointwise" if name == "mlp_act" else fused[name].klass)
+        # Hugging Face's SiLU and product run on two projections' contiguous outputs
+        # (PyTorch's vectorized kernels), RoPE on broadcasts and strided views (its
+        # non-vectorized ones); its norms are mostly contiguous kernels around a reduction
+        klass = {"mlp_act": "pointwise", "rope": "strided"}.get(name, fused[name].klass)
+        assert eager[name].klass == klass, name
     # another non-gated activation, a GELU without a bias (F.gelu), and a LayerNorm are one
     # PyTorch kernel either way
     for plain in ({"activation": "squared_relu", "bias": True}, {"activation": "gelu"}):
@@ -453,6 +455,36 @@ def test_eager_bias_gelu_is_megatrons_formula_op_by_op_at_the_pointwise_rate() -
         eager.bytes / (0.4818 * 3350e9) + launches)
 
 
+def test_strided_eager_kernels_run_at_the_measured_rate_whatever_the_hbm() -> None:
+    """RoPE run op by op over 2048 tokens x (64 + 64) query and key columns, bf16: 20 bytes
+    an element in 10 kernels, PyTorch's non-vectorized ones. An H100 moves 1545 GB/s of them
+    (gpu.compute.strided_elementwise_gb_s, measured on an H200: bound by the SMs, not HBM),
+    the same with its HBM doubled; with HBM below STREAM's share of it, the STREAM rate
+    (0.8501 x 1000 GB/s); on a part that gives no rate, the element-wise one (0.4818 x
+    3350)."""
+    from ghsim.config.api import load_hardware
+    from ghsim.costmodel.gpu import gpu_cost_model
+
+    rope = _kernels(scenario(eager_ops=["rope"]))["rope"]
+    assert (rope.bytes, rope.kernels, rope.klass) == (S * 128 * 20, 10, "strided")
+    launches = 10 * 3e-6
+    h100 = load_hardware("h100-sxm5-80gb")
+    assert h100.gpu is not None
+    gpu, memory = h100.gpu, h100.gpu.memory
+
+    def with_(compute: dict[str, object], hbm: float = 3350) -> float:
+        part = h100.model_copy(update={"gpu": gpu.model_copy(update={
+            "compute": gpu.compute.model_copy(update=compute),
+            "memory": memory.model_copy(update={"peak_bandwidth_gb_s": hbm})})})
+        return gpu_cost_model(part).kernel_s(rope)
+
+    assert with_({}) == pytest.approx(rope.bytes / 1545e9 + launches)
+    assert with_({}, hbm=6700) == pytest.approx(rope.bytes / 1545e9 + launches)
+    assert with_({}, hbm=1000) == pytest.approx(rope.bytes / (0.8501 * 1000e9) + launches)
+    assert with_({"strided_elementwise_gb_s": None}) == pytest.approx(
+        rope.bytes / (0.4818 * 3350e9) + launches)
+
+
 LEGACY = ["residual", "bias", "attention_layout"]
 
 
@@ -478,7 +510,8 @@ def test_legacy_megatron_ops_move_the_bytes_counted_by_hand() -> None:
     assert (eager["qkv.bias"].bytes, eager["qkv.bias"].kernels) == (t * 3 * h * 4, 1)
     assert eager_bwd["qkv.bias.bwd"].bytes == pytest.approx(t * 3 * h * 2)
     layout, layout_bwd = eager["attn.layout"], eager_bwd["attn.layout.bwd"]
-    assert (layout.bytes, layout.kernels, layout.klass) == (t * 4 * h * 4, 4, "elementwise")
+    assert (layout.bytes, layout.kernels, layout.klass) == (t * 4 * h * 4, 4, "strided")
+    assert (eager["qkv.bias"].klass, eager_bwd["qkv.bias.bwd"].klass) == ("strided", "strided")
     assert (layout_bwd.bytes, layout_bwd.kernels) == (pytest.approx(t * 4 * h * 4), 2)
     for model, forward, backward in (({"bias": True}, 10, 11), ({"dropout": 0.1}, 11, 14)):
         one = _kernels(scenario(model, eager_ops=LEGACY))["residual1"]

@@ -75,6 +75,8 @@ SUITE: dict[str, tuple[str, list[str]]] = {
                                          "model.kv_heads=4"]),
     "standard_attention": ("llama3-8b-gh200", [*ONE, "offload.strategy=none",
                                                "training.attention=standard"]),
+    "eager_rope": ("llama3-8b-gh200", [*ONE, "offload.strategy=none",
+                                       "training.eager_ops=[rope]"]),
     "capped": ("llama3-8b-gh200", [*ONE, "offload.strategy=none",
                                    "system.node.power_limit_w=450"]),
     "quad_nodes": ("llama3-8b-gh200", [

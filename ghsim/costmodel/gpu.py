@@ -16,7 +16,10 @@ bounded by HBM traffic at the achievable (STREAM) bandwidth, which is what skinn
 near the ridge point, where the two are alike, the roofline is rounded: (c^p + m^p)^(1/p) with a
 measured ``gemm_ridge_exponent``; element-wise kernels are memory-bound (the loss's plain
 streaming passes at the streaming rate, normalization and fused activations at the measured
-element-wise rate). Each kernel costs the launch gap on top.
+element-wise rate, PyTorch's vectorized point-wise kernels at theirs); PyTorch's
+non-vectorized kernels, whose operands are strided views or broadcasts, are bound by the SMs'
+work per element instead, and move a measured number of bytes a second whatever the HBM.
+Each kernel costs the launch gap on top.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ class GpuCostModel:
     pointwise_bytes_per_s: float
     """PyTorch's vectorized point-wise kernels (klass ``pointwise``): the part's
     ``pointwise_efficiency``, or the element-wise rate where it gives none."""
+    strided_bytes_per_s: float
+    """PyTorch's non-vectorized element-wise kernels (klass ``strided``): the part's
+    ``strided_elementwise_gb_s`` (the STREAM rate where that is lower), or the element-wise
+    rate where it gives none."""
     softmax_bytes_per_s: float
     sms: int
     tile: tuple[int, int]
@@ -206,6 +213,8 @@ class GpuCostModel:
             busy = kernel.bytes / self.softmax_bytes_per_s
         elif kernel.klass == "pointwise":
             busy = kernel.bytes / self.pointwise_bytes_per_s
+        elif kernel.klass == "strided":
+            busy = kernel.bytes / self.strided_bytes_per_s
         else:
             busy = kernel.bytes / self.elementwise_bytes_per_s
         return (busy + self.launch_s * kernel.kernels
@@ -275,6 +284,9 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
         hbm_bytes_per_s=rates["stream"] or 0.0,
         elementwise_bytes_per_s=rates["elementwise"] or 0.0,
         pointwise_bytes_per_s=rates["pointwise"] or rates["elementwise"] or 0.0,
+        strided_bytes_per_s=(
+            min(compute.strided_elementwise_gb_s * 1e9, rates["stream"] or 0.0)
+            if compute.strided_elementwise_gb_s else rates["elementwise"] or 0.0),
         softmax_bytes_per_s=rates["softmax"] or 0.0,
         sms=compute.sms,
         tile=(compute.gemm_tile[0], compute.gemm_tile[1]),

@@ -24,8 +24,9 @@ def fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
     if op not in s.eager:
         return eltwise(name, elements, s, reads=reads, klass=klass)
     forward, kernels, _, _ = EAGER[op]
+    kind = "pointwise" if op in VECTORIZED else "strided" if op in STRIDED else klass
     return Kernel(name, 0.0, elements * forward * s.act_bytes / 2, "bf16", (elements,),
-                  "pointwise" if op in VECTORIZED else klass, kernels=kernels, eager=op)
+                  kind, kernels=kernels, eager=op)
 
 
 def eager_only(name: str, op: str, elements: int, s: LayerShapes) -> list[Step]:
@@ -130,5 +131,17 @@ clamp on a chunk of the gated up-projection, RMSNorm's per-row scale and weight)
 PyTorch's TensorIterator hands to its slower non-vectorized ``elementwise_kernel`` (ghsim's
 H200 trace of a plain PyTorch Llama 300M whose probe model chunks one up-projection: SiLU on
 the chunk at 0.30 of peak, its product at 0.45, a contiguous add at 0.96;
-benchmarks/device/data/h200-2026-12-04/dense_llama-300m_steady_trace.json.gz), and stay at the
-element-wise rate."""
+benchmarks/device/data/h200-2026-12-04/dense_llama-300m_steady_trace.json.gz): see
+:data:`STRIDED`."""
+
+STRIDED = frozenset({"rope", "bias", "attention_layout", "clamp"})
+"""Eager ops whose kernels are PyTorch's non-vectorized ``elementwise_kernel``, costed at the
+part's ``gpu.compute.strided_elementwise_gb_s``: RoPE's products with ``cos`` and
+``sin`` broadcast over the heads and its negation of a strided half, a bias broadcast over the
+tokens, the flash path's copies of transposed tensors, a clamp on a chunk of the gated
+up-projection. Such kernels ran at 284-362 billion elements a second on an H200 whether they
+moved 4 or 6 bytes an element, little slower at 1.55 GHz than at 1.83-1.98: the SMs' work per
+element bounds them, not HBM (``python benchmarks/strided_kernels.py``, docs/hardware-facts.md
+T4#30). An eager RMSNorm (``norm``) is mostly contiguous kernels (the upcast, the square, the
+downcast) around a reduction, with its scale and weight broadcast: it stays at the
+element-wise rate, as a fused norm does."""

@@ -323,6 +323,14 @@ class GpuComputeSpec(Spec):
         "GEMM takes the time of its tiles sharing the waves plus (groups - 1) times this. "
         "Absent: 0, a single grouped kernel.",
     )
+    strided_elementwise_gb_s: PositiveFloat | None = Field(
+        default=None, description="Bytes a second PyTorch's non-vectorized element-wise "
+        "kernels move (an operand a strided view or a broadcast: RoPE, a bias add, the copy of "
+        "a transposed tensor), measured: a training.eager_ops op whose kernels are these runs at "
+        "it, or at the memory's STREAM rate where that is lower. The SMs' work per element "
+        "bounds these kernels, not the memory, so a faster HBM leaves them as they are. Absent: "
+        "such an op runs at the memory's element-wise rate.",
+    )
     speed_spread: float | None = Field(
         default=None, ge=0.0, lt=0.5, description="Relative standard deviation of the "
         "sustained compute speed across GPUs of this part, each held at its power limit by "
