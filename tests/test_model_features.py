@@ -483,6 +483,9 @@ def test_strided_eager_kernels_run_at_the_measured_rate_whatever_the_hbm() -> No
     assert with_({}, hbm=1000) == pytest.approx(rope.bytes / (0.8501 * 1000e9) + launches)
     assert with_({"strided_elementwise_gb_s": None}) == pytest.approx(
         rope.bytes / (0.4818 * 3350e9) + launches)
+    # ghsim inspect shows the rate the kernels get
+    from ghsim.report.views import hardware_view
+    assert hardware_view(h100)["rates"]["memory_bytes_per_s"]["strided"] == 1545e9
 
 
 LEGACY = ["residual", "bias", "attention_layout"]

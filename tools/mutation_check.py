@@ -326,11 +326,10 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "            busy = kernel.bytes / self.elementwise_bytes_per_s",
              "PyTorch's non-vectorized element-wise kernels run at the element-wise rate",
              ("tests/test_model_features.py",)),
-    Sabotage("strided-follows-hbm", "ghsim/costmodel/gpu.py",
-             "            min(compute.strided_elementwise_gb_s * 1e9, "
-             "rates[\"stream\"] or 0.0)",
-             "            compute.strided_elementwise_gb_s * 1e9 "
-             "* memory.peak_bandwidth_gb_s / 4800",
+    Sabotage("strided-follows-hbm", "ghsim/config/schema/hardware.py",
+             "        return min(measured * 1e9, stream) if stream is not None else "
+             "measured * 1e9",
+             "        return measured * self.memory.peak_bandwidth_bytes_per_s / 4.8e3",
              "the non-vectorized kernels' rate scales with the HBM, as if memory bound them",
              ("tests/test_model_features.py",)),
     Sabotage("eager-rope-vectorized", "ghsim/workload/eltwise.py",

@@ -284,9 +284,7 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
         hbm_bytes_per_s=rates["stream"] or 0.0,
         elementwise_bytes_per_s=rates["elementwise"] or 0.0,
         pointwise_bytes_per_s=rates["pointwise"] or rates["elementwise"] or 0.0,
-        strided_bytes_per_s=(
-            min(compute.strided_elementwise_gb_s * 1e9, rates["stream"] or 0.0)
-            if compute.strided_elementwise_gb_s else rates["elementwise"] or 0.0),
+        strided_bytes_per_s=gpu.strided_bytes_per_s() or 0.0,
         softmax_bytes_per_s=rates["softmax"] or 0.0,
         sms=compute.sms,
         tile=(compute.gemm_tile[0], compute.gemm_tile[1]),

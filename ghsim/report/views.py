@@ -194,8 +194,12 @@ def rates_view(part: HardwareSpec) -> dict[str, Any]:
             rate = gpu.host_link.rate_bytes_per_s(use)
             if rate is not None:
                 link[use] = rate
+        memory = _memory_rates(gpu.memory)
+        strided = gpu.strided_bytes_per_s()
+        if strided is not None:
+            memory["strided"] = strided
         view: dict[str, Any] = {"peak_flops_per_s": gpu.compute.peak_flops_per_s(),
-                                "memory_bytes_per_s": _memory_rates(gpu.memory),
+                                "memory_bytes_per_s": memory,
                                 "host_link_bytes_per_s": link}
         if gpu.nvlink is not None:
             nvlink = {"peak": gpu.nvlink.bandwidth_bytes_per_s,

@@ -666,6 +666,16 @@ class GpuSpec(Spec):
                            self.host_link.bandwidth_gb_s, "host_link.bandwidth_gb_s")
         return self
 
+    def strided_bytes_per_s(self) -> float | None:
+        """What PyTorch's non-vectorized element-wise kernels move: the measured
+        compute.strided_elementwise_gb_s, or the memory's STREAM rate where that is lower; the
+        element-wise rate where the part gives none (None without either)."""
+        measured = self.compute.strided_elementwise_gb_s
+        if measured is None:
+            return self.memory.rate_bytes_per_s("elementwise")
+        stream = self.memory.rate_bytes_per_s("stream")
+        return min(measured * 1e9, stream) if stream is not None else measured * 1e9
+
     def migration_bytes_per_s(self) -> float | None:
         """Fault-driven migration of managed memory, per direction and fault service included:
         its efficiency times the host link's bandwidth, in B/s; None without a unified_memory
