@@ -11,13 +11,14 @@ the gradient's product with it: reads 4, writes 2), SiLU's backward (reads 4, wr
 ``repeat_interleave`` of grouped keys and values to every head (a copy, 2 + 2) and, backward,
 the copy of their summed gradients into the projection's layout (2 + 2).
 
-What the traces show: every kind runs at about the same number of elements a second, 275-362
-billion, whether it moves 4 or 6 bytes an element, and a model whose clock sat at 1.55-1.59 GHz
-(the 8B- and 70B-width layers, at the board's 700 W limit) within 4-12 % of the one at
-1.83-1.98 GHz (the 300M). So these kernels are bound by the SMs' work per element (the index
-arithmetic of strided operands), not by HBM: ghsim costs them at one absolute rate, the mean
-bytes a second of the fifteen kernel medians below, the same on every 132-SM Hopper part whatever
-its HBM (``gpu.compute.strided_elementwise_gb_s``), against the element-wise rate (the A100's
+What the traces show: every kind runs at about the same number of elements a second, 284-362
+billion, whether it moves 4 or 6 bytes an element, and in the models whose clock sat at
+1.55-1.59 GHz (the 8B- and 70B-width layers, at the board's 700 W limit) on average 7 % slower
+than in the one at 1.83-1.98 GHz (the 300M), for a 13-22 % lower clock. So these kernels are
+bound by the SMs' work per element (the index arithmetic of strided operands), not by HBM:
+ghsim costs them at one absolute rate, the mean bytes a second of the fifteen kernel medians
+below, the same on every 132-SM Hopper part whatever its HBM
+(``gpu.compute.strided_elementwise_gb_s``), against the element-wise rate (the A100's
 LayerNorm fraction of the HBM peak) it had costed them at before.
 
 Run: ``python benchmarks/strided_kernels.py`` (a second).
@@ -111,6 +112,11 @@ def main() -> int:
         print(f"{run:28s} {kind:14s} {us:9.1f} {n:11,d} {rate:7.1f} {gb_s:7.1f}")
     for trace, (_, clock) in RUNS.items():
         print(f"  {trace.split('_steady')[0]}: SM clock {clock} MHz")
+    by = {(run, kind): per_s for run, kind, _, _, per_s, _ in table}
+    fast = table[0][0]
+    ratios = [by[(fast, kind)] / by[(run, kind)] for run, kind in by if run != fast]
+    print(f"{fast} (the highest clock) over the others, kind by kind: "
+          f"{min(ratios):.3f}-{max(ratios):.3f}, mean {statistics.fmean(ratios):.3f}")
     rates = [r[4] for r in table]
     mean_gb_s = statistics.fmean(r[5] for r in table)
     print(f"elements a second: {min(rates):.0f}-{max(rates):.0f} G, mean "
