@@ -457,11 +457,11 @@ def test_eager_bias_gelu_is_megatrons_formula_op_by_op_at_the_pointwise_rate() -
 
 def test_strided_eager_kernels_run_at_the_measured_rate_whatever_the_hbm() -> None:
     """RoPE run op by op over 2048 tokens x (64 + 64) query and key columns, bf16: 20 bytes
-    an element in 10 kernels, PyTorch's non-vectorized ones. An H100 moves 1545 GB/s of them
-    (gpu.compute.strided_elementwise_gb_s, measured on an H200: bound by the SMs, not HBM),
-    the same with its HBM doubled; with HBM below STREAM's share of it, the STREAM rate
-    (0.8501 x 1000 GB/s); on a part that gives no rate, the element-wise one (0.4818 x
-    3350)."""
+    an element in 10 kernels, PyTorch's non-vectorized ones. An H100 processes 321.6 billion
+    elements a second of them (gpu.compute.strided_elementwise_gelem_s, measured on an H200:
+    bound by the SMs, not HBM), a 16-bit read and write each, 1286.4 GB/s; the same with its
+    HBM doubled; with HBM below STREAM's share of it, the STREAM rate (0.8501 x 1000 GB/s); on
+    a part that gives no rate, the element-wise one (0.4818 x 3350)."""
     from ghsim.config.api import load_hardware
     from ghsim.costmodel.gpu import gpu_cost_model
 
@@ -478,14 +478,15 @@ def test_strided_eager_kernels_run_at_the_measured_rate_whatever_the_hbm() -> No
             "memory": memory.model_copy(update={"peak_bandwidth_gb_s": hbm})})})
         return gpu_cost_model(part).kernel_s(rope)
 
-    assert with_({}) == pytest.approx(rope.bytes / 1545e9 + launches)
-    assert with_({}, hbm=6700) == pytest.approx(rope.bytes / 1545e9 + launches)
+    assert with_({}) == pytest.approx(rope.bytes / 1286.4e9 + launches)
+    assert with_({}, hbm=6700) == pytest.approx(rope.bytes / 1286.4e9 + launches)
     assert with_({}, hbm=1000) == pytest.approx(rope.bytes / (0.8501 * 1000e9) + launches)
-    assert with_({"strided_elementwise_gb_s": None}) == pytest.approx(
+    assert with_({"strided_elementwise_gelem_s": None}) == pytest.approx(
         rope.bytes / (0.4818 * 3350e9) + launches)
     # ghsim inspect shows the rate the kernels get
     from ghsim.report.views import hardware_view
-    assert hardware_view(h100)["rates"]["memory_bytes_per_s"]["strided"] == 1545e9
+    assert hardware_view(h100)["rates"]["memory_bytes_per_s"]["strided"] == pytest.approx(
+        1286.4e9)
 
 
 LEGACY = ["residual", "bias", "attention_layout"]

@@ -327,9 +327,8 @@ SABOTAGES: tuple[Sabotage, ...] = (
              "PyTorch's non-vectorized element-wise kernels run at the element-wise rate",
              ("tests/test_model_features.py",)),
     Sabotage("strided-follows-hbm", "ghsim/config/schema/hardware.py",
-             "        return min(measured * 1e9, stream) if stream is not None else "
-             "measured * 1e9",
-             "        return measured * self.memory.peak_bandwidth_bytes_per_s / 4.8e3",
+             "        return min(rate, stream) if stream is not None else rate",
+             "        return rate * self.memory.peak_bandwidth_bytes_per_s / 4.8e12",
              "the non-vectorized kernels' rate scales with the HBM, as if memory bound them",
              ("tests/test_model_features.py",)),
     Sabotage("eager-rope-vectorized", "ghsim/workload/eltwise.py",

@@ -18,7 +18,7 @@ measured ``gemm_ridge_exponent``; element-wise kernels are memory-bound (the los
 streaming passes at the streaming rate, normalization and fused activations at the measured
 element-wise rate, PyTorch's vectorized point-wise kernels at theirs); PyTorch's
 non-vectorized kernels, whose operands are strided views or broadcasts, are bound by the SMs'
-work per element instead, and move a measured number of bytes a second whatever the HBM.
+work per element instead, and process a measured number of elements a second whatever the HBM.
 Each kernel costs the launch gap on top.
 """
 
@@ -53,8 +53,8 @@ class GpuCostModel:
     ``pointwise_efficiency``, or the element-wise rate where it gives none."""
     strided_bytes_per_s: float
     """PyTorch's non-vectorized element-wise kernels (klass ``strided``): the part's
-    ``strided_elementwise_gb_s`` (the STREAM rate where that is lower), or the element-wise
-    rate where it gives none."""
+    ``strided_elementwise_gelem_s`` at 4 bytes an element (the STREAM rate where that is
+    lower), or the element-wise rate where it gives none."""
     softmax_bytes_per_s: float
     sms: int
     tile: tuple[int, int]

@@ -136,12 +136,12 @@ benchmarks/device/data/h200-2026-12-04/dense_llama-300m_steady_trace.json.gz): s
 
 STRIDED = frozenset({"rope", "bias", "attention_layout", "clamp"})
 """Eager ops whose kernels are PyTorch's non-vectorized ``elementwise_kernel``, costed at the
-part's ``gpu.compute.strided_elementwise_gb_s``: RoPE's products with ``cos`` and ``sin``
+part's ``gpu.compute.strided_elementwise_gelem_s``: RoPE's products with ``cos`` and ``sin``
 broadcast over the heads and its negation of a strided half, a bias broadcast over the tokens,
 the flash path's copies of transposed tensors, a clamp on a chunk of the gated up-projection.
-Such kernels ran at 284-362 billion elements a second on an H200 whether they moved 4 or 6
-bytes an element, on average 7 % faster at 1.83-1.98 GHz than at 1.55-1.59: the SMs' work per
-element bounds them, not HBM (``python benchmarks/strided_kernels.py``,
+Such kernels process about the same number of elements a second whether they move 4, 6 or 8
+bytes an element: on an H200 284-362 billion, on an A100 190-247, 1.43 an SM a cycle on both;
+the SMs' work per element bounds them, not HBM (``python benchmarks/strided_kernels.py``,
 docs/hardware-facts.md T4#30). An eager RMSNorm (``norm``) is mostly contiguous kernels (the
 upcast, the square, the downcast) around a reduction, with its scale and weight broadcast: it
 stays at the element-wise rate, as a fused norm does."""

@@ -44,6 +44,11 @@ HOST_LINK_USES: tuple[HostLinkUse, ...] = ("h2d_copy", "d2h_copy", "gpu_read_hos
                                            "cpu_write_device")
 
 
+STRIDED_BYTES_PER_ELEMENT = 4
+"""Bytes a non-vectorized element-wise kernel moves an element: a 16-bit read and a 16-bit
+write (a copy, a bias or scale broadcast onto one tensor)."""
+
+
 def _pinned(what: str, efficiency: str, capacity: str) -> str:
     """The description of a measured absolute rate that stands beside its efficiency."""
     return (f"{what}: a measured absolute rate; converted at load into {efficiency} of "
@@ -323,13 +328,14 @@ class GpuComputeSpec(Spec):
         "GEMM takes the time of its tiles sharing the waves plus (groups - 1) times this. "
         "Absent: 0, a single grouped kernel.",
     )
-    strided_elementwise_gb_s: PositiveFloat | None = Field(
-        default=None, description="Bytes a second PyTorch's non-vectorized element-wise "
-        "kernels move (an operand a strided view or a broadcast: RoPE, a bias add, the copy of "
-        "a transposed tensor), measured: a training.eager_ops op whose kernels are these runs at "
-        "it, or at the memory's STREAM rate where that is lower. The SMs' work per element "
-        "bounds these kernels, not the memory, so a faster HBM leaves them as they are. Absent: "
-        "such an op runs at the memory's element-wise rate.",
+    strided_elementwise_gelem_s: PositiveFloat | None = Field(
+        default=None, description="Billions of elements a second PyTorch's non-vectorized "
+        "element-wise kernels process (an operand a strided view or a broadcast: RoPE, a bias "
+        "add, the copy of a permuted tensor), measured: the SMs' work per element bounds them, "
+        "not the memory, so a faster HBM leaves them as they are. A training.eager_ops op whose "
+        "kernels are these runs at it, each element a 16-bit read and a 16-bit write (or at the "
+        "memory's STREAM rate where that is lower). Absent: such an op runs at the memory's "
+        "element-wise rate.",
     )
     speed_spread: float | None = Field(
         default=None, ge=0.0, lt=0.5, description="Relative standard deviation of the "
@@ -668,13 +674,15 @@ class GpuSpec(Spec):
 
     def strided_bytes_per_s(self) -> float | None:
         """What PyTorch's non-vectorized element-wise kernels move: the measured
-        compute.strided_elementwise_gb_s, or the memory's STREAM rate where that is lower; the
-        element-wise rate where the part gives none (None without either)."""
-        measured = self.compute.strided_elementwise_gb_s
+        compute.strided_elementwise_gelem_s at a 16-bit read and a 16-bit write an element, or
+        the memory's STREAM rate where that is lower; the element-wise rate where the part gives
+        none (None without either)."""
+        measured = self.compute.strided_elementwise_gelem_s
         if measured is None:
             return self.memory.rate_bytes_per_s("elementwise")
+        rate = measured * 1e9 * STRIDED_BYTES_PER_ELEMENT
         stream = self.memory.rate_bytes_per_s("stream")
-        return min(measured * 1e9, stream) if stream is not None else measured * 1e9
+        return min(rate, stream) if stream is not None else rate
 
     def migration_bytes_per_s(self) -> float | None:
         """Fault-driven migration of managed memory, per direction and fault service included:
