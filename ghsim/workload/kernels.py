@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ghsim.workload.eltwise import EAGER, eager_only, eltwise, fusable, residual
+from ghsim.workload.eltwise import (
+    EAGER,
+    REDUCED_BACKWARD,
+    eager_only,
+    eltwise,
+    fusable,
+    residual,
+)
 from ghsim.workload.ir import NO_DEDUP, Comm, Dedup, Kernel, Step
 from ghsim.workload.shapes import LayerShapes
 
@@ -399,8 +406,9 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
                         bytes=2 * kernel.bytes)]
     if kernel.eager is not None:  # the op's autograd kernels
         forward, _, backward, kernels = EAGER[kernel.eager]
+        klass = "elementwise" if kernel.eager in REDUCED_BACKWARD else kernel.klass
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=kernel.bytes * backward / forward,
-                        kernels=kernels)]
+                        kernels=kernels, klass=klass)]
     if kernel.backward_kernels:
         scale = kernel.backward_kernels / kernel.kernels
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes * scale,
