@@ -70,6 +70,50 @@ def test_recost_replay_on_the_same_gpu(megatron: Path) -> None:
     assert "could not be re-costed" in notes[1]
 
 
+def test_recost_scales_each_fallback_kernel_by_what_bounds_it(megatron: Path) -> None:
+    """The A100 traces re-costed on a DGX H200: a kernel the target's model cannot cost takes
+    its measured time over the ratio of what bounds it. PyTorch's non-vectorized element-wise
+    kernels (the QKV bias add, the permuted copies) are bound by the SMs' work per element: the
+    parts' measured element rates, 321.6 / 218.3 G/s; a vectorized or fused one by HBM,
+    4800 / 2039 GB/s."""
+    from ghsim.engine.simulate import scenario_workload
+    from ghsim.importers.classify import kernel_class
+
+    assert kernel_class("void at::native::elementwise_kernel<128, 4, at::native::"
+                        "gpu_kernel_impl_nocast<at::native::CUDAFunctor_add<c10::Half> >") \
+        == "strided"
+    for name in ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor",
+                 "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel",
+                 "void at::native::index_elementwise_kernel<128, 4, at::native::gpu_index"):
+        assert kernel_class(name) == "elementwise", name
+    scenario = megatron / "h200.yaml"
+    scenario.write_text(SCENARIO.format(workload="tp8.workload.yaml", replay="recost").replace(
+        "system: dgx-a100", "system: dgx-h200"))
+    ops = scenario_workload(load_scenario(scenario)).classes[0].ops
+    scaled: dict[str, list[float]] = {"strided": [], "elementwise": []}
+    for op in ops:
+        klass = op.attrs.get("klass")
+        if klass in scaled and "fallback_s" in op.attrs:
+            scaled[klass].append(op.attrs["fallback_s"])
+    assert len(scaled["strided"]) == 88 and scaled["elementwise"]
+    measured = _measured_s(MEGATRON[0])
+    assert sum(scaled["strided"]) == pytest.approx(measured["strided"] * 218.3 / 321.6)
+    assert sum(scaled["elementwise"]) == pytest.approx(measured["elementwise"] * 2039 / 4800)
+
+
+def _measured_s(trace: Path) -> dict[str, float]:
+    """Seconds rank 0's trace spent in PyTorch's non-vectorized element-wise kernels
+    (``strided``) and in the other kernels its importer calls element-wise."""
+    from ghsim.importers.classify import kernel_class
+
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    seconds = {"strided": 0.0, "elementwise": 0.0}
+    for event in events:
+        if event.get("cat") == "kernel" and kernel_class(event["name"]) in seconds:
+            seconds[kernel_class(event["name"])] += event["dur"] * 1e-6
+    return seconds
+
+
 def test_megatron_import_links_every_kernel(megatron: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["import", str(MEGATRON[0]), "-o", str(megatron / "r0.yaml"), "--json"]) == 0

@@ -43,8 +43,16 @@ def dtype_bytes(name: object) -> int | None:
     return _DTYPE_BYTES.get(text.removeprefix("torch.").removeprefix("c10::").lower())
 
 
+_STRIDED = re.compile(r"::elementwise_kernel<")
+"""PyTorch's non-vectorized TensorIterator kernel (``at::native::elementwise_kernel<128, 4,
+...>``), which runs a point-wise op whose operands are strided views or broadcasts: bound by
+the SMs' work per element (``gpu.compute.strided_elementwise_gelem_s``), not by HBM. Its
+vectorized, unrolled and indexed siblings (``vectorized_elementwise_kernel``, ...) are not it."""
+
+
 def kernel_class(name: str) -> str:
-    """``collective``, ``gemm``, ``attention``, ``softmax``, ``norm`` or ``elementwise``."""
+    """``collective``, ``gemm``, ``attention``, ``softmax``, ``norm``, ``strided`` or
+    ``elementwise``."""
     low = name.lower()
     if "nccl" in low:
         return "collective"
@@ -56,7 +64,7 @@ def kernel_class(name: str) -> str:
         return "norm"
     if _GEMM.search(name):
         return "gemm"
-    return "elementwise"
+    return "strided" if _STRIDED.search(name) else "elementwise"
 
 
 def collective_kind(name: str) -> str:

@@ -8,8 +8,9 @@ Each rank becomes a rank class; each GPU event an op on its stream (the busiest 
 * ``recost``: GEMMs whose shapes the trace records are costed by the target GPU's model;
   collectives by the target's collective model (the group is the imported ranks); everything
   else takes its measured time scaled by the ratio of the two GPUs' memory bandwidths (for
-  memory-bound kernels) or peak FLOP/s (for GEMMs without shapes), and the share of time that
-  fell back this way is reported.
+  memory-bound kernels), of their non-vectorized element-wise rates (for PyTorch's
+  ``elementwise_kernel``, which the SMs bound), or of their peak FLOP/s (for GEMMs without
+  shapes), and the share of time that fell back this way is reported.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from ghsim.config import Scenario
 from ghsim.config.api import load_hardware
+from ghsim.config.schema.hardware import GpuSpec
 from ghsim.errors import ConfigError
 from ghsim.importers.workload_file import events_of
 from ghsim.workload.ir import Group, Kernel, Op, RankClass, Workload
@@ -39,6 +41,26 @@ class SourceGpu:
 
     flops: float
     bandwidth: float
+    strided: float
+    """Bytes a second of PyTorch's non-vectorized element-wise kernels (HBM's where the part
+    gives no rate)."""
+
+    def scale(self, source: SourceGpu, klass: str) -> float:
+        """How much faster this GPU runs a kernel of ``klass`` that ``source`` ran."""
+        if klass == "gemm":
+            return self.flops / source.flops
+        if klass == "strided":
+            return self.strided / source.strided
+        return self.bandwidth / source.bandwidth
+
+
+def gpu_peaks(gpu: GpuSpec, precision: str) -> SourceGpu:
+    """A GPU's peaks for ``precision``'s GEMMs, HBM and non-vectorized kernels."""
+    dtype = GEMM_DTYPE[precision]
+    peaks = gpu.compute.peak_flops_per_s()
+    bandwidth = gpu.memory.peak_bandwidth_bytes_per_s
+    return SourceGpu(peaks.get(dtype, peaks.get("bf16", 1e12)), bandwidth,
+                     gpu.strided_bytes_per_s() or bandwidth)
 
 
 def source_gpu(device: str, precision: str) -> SourceGpu | None:
@@ -46,10 +68,7 @@ def source_gpu(device: str, precision: str) -> SourceGpu | None:
         if token in device:
             gpu = load_hardware(part).gpu
             assert gpu is not None
-            dtype = GEMM_DTYPE[precision]
-            peaks = gpu.compute.peak_flops_per_s()
-            peak = peaks.get(dtype, peaks.get("bf16", 1e12))
-            return SourceGpu(peak, gpu.memory.peak_bandwidth_bytes_per_s)
+            return gpu_peaks(gpu, precision)
     return None
 
 
@@ -79,10 +98,7 @@ def _op(index: int, event: Any, stream: str, deps: tuple[int, ...], t0: float, m
         kernel = Kernel(event.name[:80], event.flops, data, ctx["dtype"], (m, n, k), "gemm")
         return Op(index, "compute", event.name[:80], stream, deps, body=(kernel,), attrs=attrs)
     source: SourceGpu | None = ctx["source"]
-    scale = 1.0
-    if source is not None:
-        scale = (ctx["target"].flops / source.flops if event.klass == "gemm"
-                 else ctx["target"].bandwidth / source.bandwidth)
+    scale = ctx["target"].scale(source, event.klass) if source is not None else 1.0
     attrs["fallback_s"] = measured / scale
     ctx["fallback"] += measured
     return Op(index, "compute", event.name[:80], stream, deps, attrs=attrs)
@@ -99,8 +115,7 @@ def replay_workload(scenario: Scenario, document: dict[str, Any], mode: str) -> 
     group = Group("tp", size, math.ceil(size / per_node),
                   math.ceil(size / scenario.layout.gpus_per_domain), 1)
     dtype = GEMM_DTYPE[spec.training.precision]
-    target = SourceGpu(gpu.compute.peak_flops_per_s()[dtype],
-                       gpu.memory.peak_bandwidth_bytes_per_s)
+    target = gpu_peaks(gpu, spec.training.precision)
     classes, fallback, total = [], 0.0, 0.0
     for index, rank in enumerate(ranks):
         events = events_of(rank)
