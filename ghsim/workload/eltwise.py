@@ -135,11 +135,6 @@ benchmarks/device/data/h200-2026-12-04/dense_llama-300m_steady_trace.json.gz): s
 :data:`STRIDED`."""
 
 STRIDED = frozenset({"rope", "bias", "attention_layout", "clamp"})
-REDUCED_BACKWARD = frozenset({"bias"})
-"""Eager ops whose backward is a reduction rather than their forward's kernels: a bias's
-gradient sums the output gradient over the tokens (``grad_output.sum(dim=0)``), PyTorch's
-``reduce_kernel`` reading contiguous rows, which runs at the element-wise rate (the H200 probe's
-sums of repeated keys' and values' gradients: about 1.9 TB/s, 0.4 of its HBM peak)."""
 """Eager ops whose kernels are PyTorch's non-vectorized ``elementwise_kernel``, costed at the
 part's ``gpu.compute.strided_elementwise_gelem_s``: RoPE's products with ``cos`` and ``sin``
 broadcast over the heads and its negation of a strided half, a bias broadcast over the tokens,
@@ -150,3 +145,9 @@ the SMs' work per element bounds them, not HBM (``python benchmarks/strided_kern
 docs/hardware-facts.md T4#30). An eager RMSNorm (``norm``) is mostly contiguous kernels (the
 upcast, the square, the downcast) around a reduction, with its scale and weight broadcast: it
 stays at the element-wise rate, as a fused norm does."""
+
+REDUCED_BACKWARD = frozenset({"bias"})
+"""Eager ops whose backward is a reduction rather than their forward's kernels: a bias's
+gradient sums the output gradient over the tokens (``grad_output.sum(dim=0)``), PyTorch's
+``reduce_kernel`` reading contiguous rows, which runs at the element-wise rate (the H200 probe's
+sums of repeated keys' and values' gradients: about 1.9 TB/s, 0.4 of its HBM peak)."""
