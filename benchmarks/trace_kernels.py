@@ -102,10 +102,15 @@ TRACED_SCENARIO = {
               "gated_mlp": False, "norm": "layernorm", "position_embedding": "learned",
               "max_position_embeddings": 2048, "bias": True},
     "training": {"seq_len": 2048, "micro_batch": 4, "global_batch": 4, "precision": "fp16",
-                 "attention": "standard"},
+                 "attention": "standard", "eager_ops": ["bias"]},
     "parallelism": {"tp": 8, "pp": 1, "dp": 1, "recompute": "none"},
 }
-"""The traced run as a ghsim scenario (fp16, unfused attention, learned positions, biases)."""
+"""The traced run as a ghsim scenario (fp16, unfused attention, learned positions, biases). Its
+QKV projection adds its bias with a PyTorch op after the GEMM (``aten::add`` of [2048, 4, 1536]
+and [1536] under ``LinearWithGradAccumulationAndAsyncCommunication``, PyTorch's non-vectorized
+kernel, 54 us a layer; ``python benchmarks/strided_kernels.py``): ``eager_ops: [bias]``. The
+copy of the attention's output out of its permuted layout (20 us a layer) is not in ghsim's
+unfused attention."""
 
 
 def ghsim_forward_kernels() -> list[tuple[str, float]]:
