@@ -352,6 +352,13 @@ SABOTAGES: tuple[Sabotage, ...] = (
              '        if klass == "never":',
              "a re-costed non-vectorized kernel scales with HBM, not the SMs",
              ("tests/test_import.py",)),
+    Sabotage("rope-sum-strided", "ghsim/workload/eltwise.py",
+             '                            (elements,), "pointwise", kernels=kernels, '
+             'eager="rope_sum"))',
+             '                            (elements,), "strided", kernels=kernels, '
+             'eager="rope_sum"))',
+             "eager RoPE's sum of two contiguous products runs as a strided kernel",
+             ("tests/test_model_features.py",)),
     Sabotage("host-never-waits", "ghsim/engine/simulator.py",
              "return max(0.0, issued + c - now, issued + total + g - now - gpu_s)",
              "return 0.0", "the GPU never waits for its host to issue kernels",

@@ -29,6 +29,18 @@ def fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
                   kind, kernels=kernels, eager=op)
 
 
+def rope(name: str, elements: int, s: LayerShapes) -> list[Step]:
+    """RoPE over ``elements`` query and key values: one fused kernel, or, run op by op
+    (``rope`` in ``training.eager_ops``), its non-vectorized kernels and the vectorized sum of
+    its two products (``rope_sum``)."""
+    steps: list[Step] = [fusable(name, "rope", elements, s)]
+    if "rope" in s.eager:
+        forward, kernels, _, _ = EAGER["rope_sum"]
+        steps.append(Kernel(f"{name}.sum", 0.0, elements * forward * s.act_bytes / 2, "bf16",
+                            (elements,), "pointwise", kernels=kernels, eager="rope_sum"))
+    return steps
+
+
 def eager_only(name: str, op: str, elements: int, s: LayerShapes) -> list[Step]:
     """A step that exists only where the framework runs ``op`` as PyTorch kernels (a bias a
     fused GEMM epilogue adds, layout copies a kernel reading strided tensors avoids): its
@@ -55,7 +67,8 @@ def residual(name: str, elements: int, s: LayerShapes) -> Kernel:
 
 EAGER: dict[str, tuple[float, int, float, int]] = {
     "norm": (36.0, 5, 88.0, 10),
-    "rope": (20.0, 10, 20.0, 10),
+    "rope": (14.0, 8, 14.0, 8),
+    "rope_sum": (6.0, 2, 6.0, 2),
     "activation": (10.0, 2, 18.0, 3),
     "gelu": (46.0, 10, 92.0, 19),
     "clamp": (8.0, 3, 15.0, 7),
@@ -66,9 +79,12 @@ per element of its input with 16-bit activations and kernels launched, forward a
 RMSNorm upcasts to fp32 (2 + 4), squares (4 + 4), averages (4), scales (4 + 4), downcasts
 (4 + 2) and applies its weight (2 + 2); its autograd graph runs each step backward (weight,
 downcast, scale and its reduction, square, the two gradients' sum, upcast). RoPE's
-``q * cos + rotate_half(q) * sin`` negates half (1 + 1), concatenates (2 + 2), multiplies
-twice and adds (4 + 4 + 6); backward the products by sin and cos, the negation, the slices'
-copy and the sum: five kernels each way, for the queries and again for the keys. The gated
+``q * cos + rotate_half(q) * sin`` negates half (1 + 1), concatenates (2 + 2) and multiplies
+twice (4 + 4), on a strided half, strided views and broadcast ``cos`` and ``sin`` (``rope``,
+PyTorch's non-vectorized kernels), and adds the two products (6: ``rope_sum``, a vectorized
+kernel on two contiguous tensors); backward the products by sin and cos, the negation and the
+slices' copy (``rope``: 4 + 4 + 2 + 4) and the two gradients' sum (``rope_sum``: 6): five
+kernels each way, for the queries and again for the keys. The gated
 MLP's ``act(gate) * up``: SiLU (2 + 2 per element of the up-projection's half) and the product
 (4 + 2); backward both products and SiLU's gradient.
 A GELU MLP's activation with biases (``gelu``; without, ``F.gelu`` is one kernel) is
@@ -117,7 +133,7 @@ the concatenation of dq, dk and dv into the QKV projection's layout (the same by
 kernels). Keys and values count at their own width: with grouped queries legacy Megatron
 first expands them to every head (``repeat_interleave``), which is not counted."""
 
-VECTORIZED = frozenset({"gelu", "activation", *RESIDUAL_OPS})
+VECTORIZED = frozenset({"gelu", "activation", "rope_sum", *RESIDUAL_OPS})
 """Eager ops whose kernels are PyTorch's vectorized point-wise kernels, costed at the part's
 ``pointwise_efficiency``: every operand contiguous and of one shape. Megatron's bias-GELU works
 on the up-projection's output and what was computed from it (the bias add alone broadcasts, 4

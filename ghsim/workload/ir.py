@@ -40,7 +40,8 @@ class Kernel:
     shape: tuple[int, ...] = ()
     """GEMM ``(m, n, k)``, or the tensor's dimensions for other kernels."""
     klass: str = "elementwise"
-    """``gemm``, ``attention``, ``softmax``, ``norm``, ``elementwise``, ``optimizer``, ``loss``."""
+    """``gemm``, ``attention``, ``softmax``, ``norm``, ``elementwise``, ``pointwise`` (PyTorch's
+    vectorized kernels), ``strided`` (its non-vectorized ones), ``optimizer``, ``loss``."""
     recompute: bool = False
     """Recomputed forward work: hardware FLOPs, not model FLOPs."""
     groups: int = 1

@@ -26,6 +26,7 @@ from ghsim.workload.eltwise import (
     eltwise,
     fusable,
     residual,
+    rope,
 )
 from ghsim.workload.ir import NO_DEDUP, Comm, Dedup, Kernel, Step
 from ghsim.workload.shapes import LayerShapes
@@ -238,7 +239,7 @@ def _qkv_attention(s: LayerShapes) -> list[Step]:
         steps += [fusable("q_norm", "norm", t * s.q_width, s, klass="norm"),
                   fusable("k_norm", "norm", t * s.kv_width, s, klass="norm")]
     if s.rotary:  # learned or no position embeddings rotate nothing
-        steps += [fusable("rope", "rope", t * (s.q_width + s.kv_width), s)]
+        steps += rope("rope", t * (s.q_width + s.kv_width), s)
     steps += _cp_kv("attn.cp_kv_gather", "all_gather", s)
     steps += eager_only("attn.layout", "attention_layout",
                         t * 2 * (s.q_width + s.kv_width), s)
