@@ -34,7 +34,7 @@ GH200: dict[str, float] = {  # configs/hardware/gh200-96gb.yaml
     "tile": 128, "k_half": 285, "ref_m": 2048, "ref_n": 2048,
     "reference_k": 13312, "launch_us": 3, "ridge_p": 3.5,
     "hbm_gb_s": 4000, "stream_eff": 0.85, "elementwise_eff": 0.482,
-    "host_link_gb_s": 450, "h2d_eff": 0.8333, "d2h_eff": 0.66,
+    "host_link_gb_s": 450, "h2d_eff": 0.8333, "d2h_eff": 0.66, "strided_gelem": 321.6,
 }
 H100: dict[str, float] = {  # configs/hardware/h100-sxm5-80gb.yaml
     "sms": 132, "clock_ghz": 1.83, "bf16_per_clock": 4096, "gemm_eff": 0.803,
@@ -43,7 +43,7 @@ H100: dict[str, float] = {  # configs/hardware/h100-sxm5-80gb.yaml
     "reference_k": 13312, "launch_us": 3, "ridge_p": 3.5,
     "hbm_gb_s": 3350, "stream_eff": 0.8501, "elementwise_eff": 0.4818,
     "host_link_gb_s": 64, "h2d_eff": 0.8652, "d2h_eff": 0.8625, "overlap_slowdown": 0.189,
-    "pointwise_eff": 0.8546,
+    "pointwise_eff": 0.8546, "strided_gelem": 321.6,
 }
 GRACE: dict[str, float] = {  # configs/hardware/grace.yaml
     "lpddr_gb_s": 512, "lpddr_stream_eff": 0.5996,
@@ -67,6 +67,7 @@ YAML_KEYS = {  # our name -> the key path in the hardware file
     "d2h_eff": "gpu.host_link.d2h_copy_efficiency",
     "overlap_slowdown": "gpu.compute.comm_overlap_slowdown",
     "pointwise_eff": "gpu.memory.pointwise_efficiency",
+    "strided_gelem": "gpu.compute.strided_elementwise_gelem_s",
     "lpddr_gb_s": "cpu.memory.peak_bandwidth_gb_s",
     "lpddr_stream_eff": "cpu.memory.stream_efficiency",
 }
@@ -169,6 +170,12 @@ class Gpu:
         """A plain streaming pass (the loss's) at the STREAM rate."""
         return nbytes / self.stream + self.launch
 
+    def strided(self, elements: float, nbytes: float, kernels: int) -> float:
+        """PyTorch's non-vectorized kernels (a broadcast over the vocabulary): their elements at
+        the measured element rate, or their bytes at STREAM where that takes longer."""
+        return (max(elements / (self.c["strided_gelem"] * GB), nbytes / self.stream)
+                + kernels * self.launch)
+
     def pointwise(self, nbytes: float) -> float:
         """A vectorized point-wise pass over a contiguous tensor (an in-place scaling)."""
         return nbytes / (self.c["hbm_gb_s"] * GB * self.c["pointwise_eff"]) + self.launch
@@ -221,14 +228,16 @@ def micro_batch_s(gpu: Gpu, t: int, layers: int, recompute: str = "none"
     # Embedding (lookup, then a backward reading two) and final norm (the same).
     for nbytes in (2 * t * H * E, 3 * t * H * E, 2 * t * H * E, 3 * t * H * E):
         parts["elementwise"] += gpu.memory_bound(nbytes)
-    # Megatron's unfused cross-entropy, pass by pass, at the streaming rate: forward
-    # logits.float() (read BF16, write FP32), max (read), x - max and exp in place (read and
-    # write each), sum (read), divide in place (read and write); backward the in-place scaling
-    # (read and write) and the cast back to BF16 (read FP32, write BF16).
-    forward_passes = (E + 4) + 4 + 8 + 8 + 4 + 8
-    backward_passes = 8 + (4 + E)
-    for per_logit in (forward_passes, backward_passes):
-        parts["elementwise"] += gpu.streamed(t * V * per_logit)
+    # Megatron's unfused cross-entropy, pass by pass: forward logits.float() (read BF16,
+    # write FP32), max (read), exp in place (read and write), sum (read) at the streaming
+    # rate, and x - max and the division in place, which broadcast a value a token over the
+    # vocabulary, as two non-vectorized kernels of an element a logit (FP32, 8 bytes); backward
+    # the cast back to BF16 (read FP32, write BF16) streamed and the in-place scaling, again a
+    # broadcast.
+    logits = t * V
+    parts["elementwise"] += (gpu.streamed(logits * ((E + 4) + 4 + 8 + 4))
+                             + gpu.strided(2 * logits, 2 * 8 * logits, 2)
+                             + gpu.streamed(logits * (4 + E)) + gpu.strided(logits, 8 * logits, 1))
     # full recomputation: the layer's whole forward again before its backward
     parts["recompute"] = layers * sum(forward.values()) if recompute == "full" else 0.0
     return parts

@@ -21,7 +21,12 @@ BASE = ["system=gh200-single", "num_gpus=1", "model.layers=1", "model.hidden=102
 def _loss_kernels(*extra: str) -> dict[str, Kernel]:
     workload = lower(load_scenario("llama3-8b-gh200", [*BASE, *extra]))
     return {step.name: step for op in workload.classes[0].ops for step in op.body
-            if isinstance(step, Kernel) and step.klass == "loss"}
+            if isinstance(step, Kernel) and step.name.startswith("loss")}
+
+
+def _bytes(kernels: dict[str, Kernel], name: str) -> float:
+    """A loss pass's bytes, its streaming and broadcasting kernels together."""
+    return sum(k.bytes for n, k in kernels.items() if n in (name, f"{name}.broadcast"))
 
 
 @pytest.mark.parametrize(("precision", "fusion", "forward", "backward"), [
@@ -38,8 +43,16 @@ def test_loss_moves_the_bytes_megatrons_passes_move(precision: str, fusion: bool
                                                      forward: int, backward: int) -> None:
     kernels = _loss_kernels(f"training.precision={precision}",
                             f"training.cross_entropy_fusion={str(fusion).lower()}")
-    assert kernels["loss"].bytes == TOKENS * VOCAB * forward
-    assert kernels["loss.bwd"].bytes == TOKENS * VOCAB * backward
+    assert _bytes(kernels, "loss") == TOKENS * VOCAB * forward
+    assert _bytes(kernels, "loss.bwd") == TOKENS * VOCAB * backward
+    # unfused, the shift, the division and the gradient's scaling broadcast a value a token
+    # over the vocabulary: PyTorch's non-vectorized kernels, one element a logit each (fp32,
+    # 8 bytes); the fused code's passes all stream
+    broadcast = {n: (k.elements, k.bytes, k.kernels) for n, k in kernels.items()
+                 if k.klass == "strided"}
+    logits = TOKENS * VOCAB
+    assert broadcast == ({} if fusion else {"loss.broadcast": (2 * logits, 16 * logits, 2),
+                                            "loss.bwd.broadcast": (logits, 8 * logits, 1)})
 
 
 @pytest.mark.parametrize(("precision", "forward", "backward"), [
@@ -52,8 +65,23 @@ def test_transformer_engines_fused_loss_moves_the_logits_three_times_and_twice_b
         precision: str, forward: int, backward: int) -> None:
     kernels = _loss_kernels(f"training.precision={precision}", "training.cross_entropy_fusion=true",
                             "training.cross_entropy_fusion_impl=te")
-    assert kernels["loss"].bytes == TOKENS * VOCAB * forward
-    assert kernels["loss.bwd"].bytes == TOKENS * VOCAB * backward
+    assert _bytes(kernels, "loss") == TOKENS * VOCAB * forward
+    assert _bytes(kernels, "loss.bwd") == TOKENS * VOCAB * backward
+    assert all(k.klass == "loss" for k in kernels.values())
+
+
+def test_unfused_loss_broadcasts_cost_their_elements_not_their_bytes() -> None:
+    """The unfused loss's fp32 shift and division, 2 x 2048 x 32000 elements: on a GH200 at
+    the measured 321.6 billion elements a second (plus one launch gap each), not at 8 bytes
+    an element over HBM; they move 16 bytes a logit, which STREAM would carry in less time."""
+    from ghsim.config.api import load_hardware
+    from ghsim.costmodel.gpu import gpu_cost_model
+
+    broadcast = _loss_kernels()["loss.broadcast"]
+    gpu = gpu_cost_model(load_hardware("gh200-96gb"))
+    elements = 2 * TOKENS * VOCAB
+    assert gpu.kernel_s(broadcast) == pytest.approx(elements / 321.6e9 + 2 * 3e-6)
+    assert broadcast.bytes / gpu.hbm_bytes_per_s < elements / 321.6e9
 
 
 def test_transformer_engines_loss_is_the_cheapest_and_needs_the_fusion() -> None:

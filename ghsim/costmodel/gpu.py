@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from ghsim.config.schema import HardwareSpec, NodeSpec
+from ghsim.config.schema.hardware import STRIDED_BYTES_PER_ELEMENT
 from ghsim.config.schema.scenario import Attention
 from ghsim.errors import ConfigError
 from ghsim.interpolate import log2_interpolate
@@ -51,10 +52,10 @@ class GpuCostModel:
     pointwise_bytes_per_s: float
     """PyTorch's vectorized point-wise kernels (klass ``pointwise``): the part's
     ``pointwise_efficiency``, or the element-wise rate where it gives none."""
-    strided_bytes_per_s: float
+    strided_elements_per_s: float
     """PyTorch's non-vectorized element-wise kernels (klass ``strided``): the part's
-    ``strided_elementwise_gelem_s`` at 4 bytes an element (the STREAM rate where that is
-    lower), or the element-wise rate where it gives none."""
+    ``strided_elementwise_gelem_s`` (0 where it gives none: such kernels then stream at the
+    element-wise rate)."""
     softmax_bytes_per_s: float
     sms: int
     tile: tuple[int, int]
@@ -214,11 +215,20 @@ class GpuCostModel:
         elif kernel.klass == "pointwise":
             busy = kernel.bytes / self.pointwise_bytes_per_s
         elif kernel.klass == "strided":
-            busy = kernel.bytes / self.strided_bytes_per_s
+            busy = self.strided_s(kernel)
         else:
             busy = kernel.bytes / self.elementwise_bytes_per_s
         return (busy + self.launch_s * kernel.kernels
                 + self.grouped_gap_s * (kernel.groups - 1))
+
+    def strided_s(self, kernel: Kernel) -> float:
+        """A non-vectorized element-wise kernel: its elements at the measured element rate, or
+        its bytes at the STREAM rate where that takes longer; its bytes at the element-wise
+        rate on a part that gives no element rate."""
+        if not self.strided_elements_per_s:
+            return kernel.bytes / self.elementwise_bytes_per_s
+        elements = kernel.elements or kernel.bytes / STRIDED_BYTES_PER_ELEMENT
+        return max(elements / self.strided_elements_per_s, kernel.bytes / self.hbm_bytes_per_s)
 
 
 def expected_tiles(m: float, spread: float, tile: int) -> float:
@@ -284,7 +294,7 @@ def gpu_cost_model(part: HardwareSpec, clock_ghz: float | None = None,
         hbm_bytes_per_s=rates["stream"] or 0.0,
         elementwise_bytes_per_s=rates["elementwise"] or 0.0,
         pointwise_bytes_per_s=rates["pointwise"] or rates["elementwise"] or 0.0,
-        strided_bytes_per_s=gpu.strided_bytes_per_s() or 0.0,
+        strided_elements_per_s=gpu.strided_elements_per_s() or 0.0,
         softmax_bytes_per_s=rates["softmax"] or 0.0,
         sms=compute.sms,
         tile=(compute.gemm_tile[0], compute.gemm_tile[1]),

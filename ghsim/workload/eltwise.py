@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ghsim.config.schema.hardware import STRIDED_BYTES_PER_ELEMENT
 from ghsim.workload.ir import Kernel, Step
 from ghsim.workload.shapes import LayerShapes
 
@@ -25,8 +26,10 @@ def fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
         return eltwise(name, elements, s, reads=reads, klass=klass)
     forward, kernels, _, _ = EAGER[op]
     kind = "pointwise" if op in VECTORIZED else "strided" if op in STRIDED else klass
+    # a strided kernel's work is its elements: the table's 16-bit bytes, 4 an element
+    processed = elements * forward / STRIDED_BYTES_PER_ELEMENT if kind == "strided" else 0.0
     return Kernel(name, 0.0, elements * forward * s.act_bytes / 2, "bf16", (elements,),
-                  kind, kernels=kernels, eager=op)
+                  kind, kernels=kernels, eager=op, elements=processed)
 
 
 def rope(name: str, elements: int, s: LayerShapes) -> list[Step]:

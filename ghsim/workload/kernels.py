@@ -409,7 +409,9 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
         forward, _, backward, kernels = EAGER[kernel.eager]
         klass = "elementwise" if kernel.eager in REDUCED_BACKWARD else kernel.klass
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=kernel.bytes * backward / forward,
-                        kernels=kernels, klass=klass)]
+                        kernels=kernels, klass=klass,
+                        elements=kernel.elements * backward / forward if klass == "strided"
+                        else 0.0)]
     if kernel.backward_kernels:
         scale = kernel.backward_kernels / kernel.kernels
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes * scale,
@@ -531,37 +533,52 @@ def head_forward(s: LayerShapes) -> list[Step]:
     """Final norm, logits GEMM over this rank's vocabulary shard, and the cross-entropy loss."""
     steps: list[Step] = [fusable("final_ln", "norm", s.sp_tokens * s.hidden, s, klass="norm")]
     steps += _tp("final_ln.all_gather", "all_gather", s) if s.sequence_parallel else []
-    steps += [_logits(s), _loss(s, backward=False)]
+    steps += [_logits(s), *_loss(s, backward=False)]
     return steps
 
 
-def _loss(s: LayerShapes, backward: bool) -> Kernel:
+def _loss(s: LayerShapes, backward: bool) -> list[Step]:
     """Megatron's vocab-parallel cross-entropy over this rank's logits, as its unfused code
     moves them (megatron/core/tensor_parallel/cross_entropy.py): the forward pass upcasts the
     16-bit logits to fp32 (read 2, write 4 bytes a logit), takes their maximum (read 4),
     subtracts it, exponentiates and divides by the sum in place (read and write 4 each) and
     sums (read 4); the backward pass scales the saved softmax by the loss gradient in place
     (read and write 4) and casts it back for the output layer's GEMMs (read 4, write 2). The
-    fused version (--cross-entropy-loss-fusion, megatron/core/fusions/fused_cross_entropy.py
+    subtraction, the division and the scaling broadcast one value a token over the vocabulary,
+    so they run as PyTorch's non-vectorized kernels, one element a logit each (``loss.broadcast``,
+    ``loss.bwd.broadcast``; on the A100 traces at 197 and 190 G elements/s in fp32, the same
+    rate as 16-bit copies: ``python benchmarks/strided_kernels.py``); the other passes stream.
+    The fused version (--cross-entropy-loss-fusion, megatron/core/fusions/fused_cross_entropy.py
     as of early 2025, swiss-ai/Megatron-LM@415da45c) takes the maximum in the upcast's pass
-    and the shift in the exponential's, and scales and casts the gradient in one pass.
-    Transformer Engine's fused version (``cross_entropy_impl`` te, TE v2.9
+    and the shift in the exponential's, and scales and casts the gradient in one pass, in
+    compiled kernels. Transformer Engine's fused version (``cross_entropy_impl`` te, TE v2.9
     transformer_engine/pytorch/triton/cross_entropy.py) never leaves the logits' width: an
     online-softmax pass reads them, a second reads them again and writes the gradient in
-    their place, and the backward pass scales it in place (read and write). Plain streaming
-    passes: costed at the stream rate."""
+    their place, and the backward pass scales it in place (read and write). Streaming passes
+    are costed at the stream rate."""
     upcast = s.act_bytes + 4 if s.act_bytes != 4 else 0  # fp32 logits are not copied
+    broadcasts = 0  # the unfused code's passes that broadcast over the vocabulary
     if s.cross_entropy_fusion and s.cross_entropy_impl == "te":
         per_logit = (2 if backward else 3) * s.act_bytes
     elif backward:
-        per_logit = (upcast or 8) if s.cross_entropy_fusion else upcast + 8
+        per_logit = (upcast or 8) if s.cross_entropy_fusion else upcast
+        broadcasts = 0 if s.cross_entropy_fusion else 1  # the scaling
     elif s.cross_entropy_fusion:
         per_logit = (upcast or 4) + 8 + 4 + 8  # upcast + max, exp(x - max), sum, divide
     else:
-        per_logit = upcast + 4 + 8 + 8 + 4 + 8  # upcast, max, shift, exp, sum, divide
+        per_logit = upcast + 4 + 8 + 4  # upcast, max, exp, sum
+        broadcasts = 2  # the shift and the division
     name = "loss.bwd" if backward else "loss"
-    return Kernel(name, 0.0, float(s.tokens * s.vocab * per_logit), "fp32",
-                  (s.tokens, s.vocab), "loss")
+    logits = s.tokens * s.vocab
+    steps: list[Step] = []
+    if per_logit:
+        steps.append(Kernel(name, 0.0, float(logits * per_logit), "fp32", (s.tokens, s.vocab),
+                            "loss"))
+    if broadcasts:
+        steps.append(Kernel(f"{name}.broadcast", 0.0, float(logits * 8 * broadcasts), "fp32",
+                            (s.tokens, s.vocab), "strided", kernels=broadcasts,
+                            elements=float(logits * broadcasts)))
+    return steps
 
 
 def mtp_forward(s: LayerShapes, moe: bool) -> list[Step]:
@@ -595,7 +612,7 @@ def mtp_backward(s: LayerShapes, moe: bool) -> list[Step]:
 
 
 def head_backward(s: LayerShapes) -> list[Step]:
-    steps: list[Step] = [_loss(s, backward=True)]
+    steps: list[Step] = _loss(s, backward=True)
     steps += _backward_of(_logits(s), s)
     if s.sequence_parallel:
         steps += _tp("final_ln.bwd_reduce_scatter", "reduce_scatter", s)

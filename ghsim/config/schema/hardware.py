@@ -672,15 +672,21 @@ class GpuSpec(Spec):
                            self.host_link.bandwidth_gb_s, "host_link.bandwidth_gb_s")
         return self
 
+    def strided_elements_per_s(self) -> float | None:
+        """Elements a second PyTorch's non-vectorized element-wise kernels process (the measured
+        compute.strided_elementwise_gelem_s), None where the part gives no rate."""
+        measured = self.compute.strided_elementwise_gelem_s
+        return None if measured is None else measured * 1e9
+
     def strided_bytes_per_s(self) -> float | None:
         """What PyTorch's non-vectorized element-wise kernels move: the measured
         compute.strided_elementwise_gelem_s at a 16-bit read and a 16-bit write an element, or
         the memory's STREAM rate where that is lower; the element-wise rate where the part gives
         none (None without either)."""
-        measured = self.compute.strided_elementwise_gelem_s
-        if measured is None:
+        elements = self.strided_elements_per_s()
+        if elements is None:
             return self.memory.rate_bytes_per_s("elementwise")
-        rate = measured * 1e9 * STRIDED_BYTES_PER_ELEMENT
+        rate = elements * STRIDED_BYTES_PER_ELEMENT
         stream = self.memory.rate_bytes_per_s("stream")
         return min(rate, stream) if stream is not None else rate
 
