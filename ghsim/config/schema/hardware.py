@@ -333,9 +333,9 @@ class GpuComputeSpec(Spec):
         "element-wise kernels process (an operand a strided view or a broadcast: RoPE, a bias "
         "add, the copy of a permuted tensor), measured: the SMs' work per element bounds them, "
         "not the memory, so a faster HBM leaves them as they are. A training.eager_ops op whose "
-        "kernels are these runs at it, each element a 16-bit read and a 16-bit write (or at the "
-        "memory's STREAM rate where that is lower). Absent: such an op runs at the memory's "
-        "element-wise rate.",
+        "kernels are these runs at it (each element a 16-bit read and a 16-bit write), and so "
+        "do the unfused cross-entropy's broadcasts over the vocabulary, or at the memory's "
+        "STREAM rate where that is slower. Absent: they run at the memory's element-wise rate.",
     )
     speed_spread: float | None = Field(
         default=None, ge=0.0, lt=0.5, description="Relative standard deviation of the "
