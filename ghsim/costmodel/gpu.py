@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from ghsim.config.schema import HardwareSpec, NodeSpec
-from ghsim.config.schema.hardware import STRIDED_BYTES_PER_ELEMENT
 from ghsim.config.schema.scenario import Attention
 from ghsim.errors import ConfigError
 from ghsim.interpolate import log2_interpolate
@@ -227,8 +226,8 @@ class GpuCostModel:
         rate on a part that gives no element rate."""
         if not self.strided_elements_per_s:
             return kernel.bytes / self.elementwise_bytes_per_s
-        elements = kernel.elements or kernel.bytes / STRIDED_BYTES_PER_ELEMENT
-        return max(elements / self.strided_elements_per_s, kernel.bytes / self.hbm_bytes_per_s)
+        return max(kernel.elements / self.strided_elements_per_s,
+                   kernel.bytes / self.hbm_bytes_per_s)
 
 
 def expected_tiles(m: float, spread: float, tile: int) -> float:

@@ -24,9 +24,16 @@ def fusable(name: str, op: str, elements: int, s: LayerShapes, reads: int = 1,
     framework runs ``op`` eagerly (``training.eager_ops``), its PyTorch kernels (:data:`EAGER`)."""
     if op not in s.eager:
         return eltwise(name, elements, s, reads=reads, klass=klass)
+    return _eager(name, op, elements, s, klass)
+
+
+def _eager(name: str, op: str, elements: int, s: LayerShapes, klass: str = "elementwise"
+           ) -> Kernel:
+    """The PyTorch kernels of ``op`` (:data:`EAGER`) over ``elements`` inputs: vectorized ones
+    at the point-wise rate, non-vectorized ones counted by the elements they process (the
+    table's 16-bit bytes, 4 an element), the rest as ``klass``."""
     forward, kernels, _, _ = EAGER[op]
     kind = "pointwise" if op in VECTORIZED else "strided" if op in STRIDED else klass
-    # a strided kernel's work is its elements: the table's 16-bit bytes, 4 an element
     processed = elements * forward / STRIDED_BYTES_PER_ELEMENT if kind == "strided" else 0.0
     return Kernel(name, 0.0, elements * forward * s.act_bytes / 2, "bf16", (elements,),
                   kind, kernels=kernels, eager=op, elements=processed)
@@ -38,9 +45,7 @@ def rope(name: str, elements: int, s: LayerShapes) -> list[Step]:
     its two products (``rope_sum``)."""
     steps: list[Step] = [fusable(name, "rope", elements, s)]
     if "rope" in s.eager:
-        forward, kernels, _, _ = EAGER["rope_sum"]
-        steps.append(Kernel(f"{name}.sum", 0.0, elements * forward * s.act_bytes / 2, "bf16",
-                            (elements,), "pointwise", kernels=kernels, eager="rope_sum"))
+        steps.append(_eager(f"{name}.sum", "rope_sum", elements, s))
     return steps
 
 

@@ -69,8 +69,7 @@ class Kernel:
     """The same for its backward step (with ``backward_kernels``)."""
     elements: float = 0.0
     """For a ``strided`` kernel (PyTorch's non-vectorized element-wise kernels, bound by the
-    SMs' work per element): the elements its kernels process; 0 for ``bytes / 4``, a 16-bit
-    read and a 16-bit write each."""
+    SMs' work per element): the elements its kernels process."""
     spread_m: float = 0.0
     """Standard deviation of each GEMM's M in a grouped GEMM whose groups receive random
     numbers of rows (experts under random routing; ``shape``'s M is their mean): each group

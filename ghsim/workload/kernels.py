@@ -407,11 +407,10 @@ def _backward_of(kernel: Kernel, s: LayerShapes) -> list[Step]:
                         bytes=2 * kernel.bytes)]
     if kernel.eager is not None:  # the op's autograd kernels
         forward, _, backward, kernels = EAGER[kernel.eager]
+        ratio = backward / forward
         klass = "elementwise" if kernel.eager in REDUCED_BACKWARD else kernel.klass
-        return [replace(kernel, name=f"{kernel.name}.bwd", bytes=kernel.bytes * backward / forward,
-                        kernels=kernels, klass=klass,
-                        elements=kernel.elements * backward / forward if klass == "strided"
-                        else 0.0)]
+        return [replace(kernel, name=f"{kernel.name}.bwd", bytes=kernel.bytes * ratio,
+                        kernels=kernels, klass=klass, elements=kernel.elements * ratio)]
     if kernel.backward_kernels:
         scale = kernel.backward_kernels / kernel.kernels
         return [replace(kernel, name=f"{kernel.name}.bwd", bytes=1.5 * kernel.bytes * scale,
